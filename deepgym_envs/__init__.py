@@ -1,0 +1,36 @@
+"""deepgym_envs: Gymnasium-style multi-turn environments for coding agents.
+
+>>> import gymnasium as gym, deepgym_envs
+>>> env = gym.make("deepgym/SWE-v0")              # built-in tasks, default sandbox
+>>> obs, info = env.reset(seed=0)                 # or options={"task_id": "..."}
+
+Importing this package registers the environments and does nothing else.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from deepgym_envs.actions import ToolCall, parse_action
+from deepgym_envs.errors import (DeepgymError, InfrastructureError, SandboxError, SandboxUnavailable,
+                                 TaskFormatError, ToolError, UnknownTaskError)
+from deepgym_envs.grading import Verdict, grade
+from deepgym_envs.sandbox import ExecResult, Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.tasks import Task, load_tasks
+
+__version__ = "0.1.0"
+
+#: Environment ids this package registers, with the keyword arguments each one fixes.
+ENV_IDS = {
+    "deepgym/SWE-v0": {},
+    "deepgym/SWE-Bash-v0": {"toolset": "bash"},  # mini-swe-agent style: one bash tool plus submit
+}
+
+for _env_id, _kwargs in ENV_IDS.items():
+    if _env_id not in gym.registry:
+        gym.register(_env_id, entry_point="deepgym_envs.env:SWEEnv", kwargs=_kwargs,
+                     disable_env_checker=False, order_enforce=True)
+
+__all__ = ["DeepgymError", "ENV_IDS", "ExecResult", "InfrastructureError", "Sandbox", "SandboxError",
+           "SandboxLimits", "SandboxUnavailable", "Task", "TaskFormatError", "ToolCall", "ToolError",
+           "UnknownTaskError", "Verdict", "grade", "load_tasks", "make_sandbox", "parse_action"]

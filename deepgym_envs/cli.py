@@ -1,0 +1,141 @@
+"""The ``deepgym`` command line.
+
+    deepgym tasks list [TASKSET]
+    deepgym tasks validate [TASKSET] [--workers N]
+    deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
+    deepgym sandbox check
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from rich.markup import escape
+from rich.table import Table
+
+from deepgym_envs.errors import DeepgymError
+from deepgym_envs.progress import console
+
+
+def _tasks_list(args: argparse.Namespace) -> int:
+    from deepgym_envs.tasks import load_tasks
+
+    tasks = load_tasks(args.taskset)
+    table = Table(title=f"{len(tasks)} tasks in {args.taskset}")
+    for col in ("instance_id", "repo", "difficulty", "F2P", "P2P", "problem"):
+        table.add_column(col, overflow="fold" if col == "problem" else "ellipsis")
+    for t in tasks:
+        first = next((line for line in t.problem_statement.splitlines() if line.strip()), "")
+        table.add_row(t.instance_id, t.repo, t.difficulty or "-", str(len(t.FAIL_TO_PASS)),
+                      str(len(t.PASS_TO_PASS)), first[:70])
+    console().print(table)
+    return 0
+
+
+def _tasks_validate(args: argparse.Namespace) -> int:
+    from deepgym_envs.tasks import load_tasks
+    from deepgym_envs.validate import validate_tasks
+
+    tasks = load_tasks(args.taskset)
+    if args.task:
+        tasks = [t for t in tasks if t.instance_id in set(args.task)]
+    results = validate_tasks(tasks, backend=args.sandbox, workers=args.workers)
+    table = Table(title=f"validation of {args.taskset}")
+    for col in ("task", "F2P fail at base", "P2P pass at base", "gold", "result"):
+        table.add_column(col)
+    for r, t in zip(results, tasks):
+        f2p_failing = sum(r.base.tests.get(x) != "passed" for x in t.FAIL_TO_PASS)
+        p2p_passing = sum(r.base.tests.get(x) == "passed" for x in t.PASS_TO_PASS)
+        table.add_row(r.task_id, f"{f2p_failing}/{len(t.FAIL_TO_PASS)}", f"{p2p_passing}/{len(t.PASS_TO_PASS)}",
+                      r.gold.status, "[green]valid[/]" if r.valid else "[red]INVALID[/]: " + escape("; ".join(r.problems)))
+    console().print(table)
+    bad = sum(not r.valid for r in results)
+    console().print(f"{len(results) - bad} valid, {bad} invalid")
+    return 1 if bad else 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from agents import make_agent
+    from deepgym_envs.evaluation import evaluate
+    from deepgym_envs.tasks import load_tasks
+
+    tasks = load_tasks(args.tasks)
+    if args.limit:
+        tasks = tasks[: args.limit]
+    result = evaluate(args.agent, lambda task: make_agent(args.agent, task), tasks, task_set=str(args.tasks),
+                      backend=args.sandbox, max_steps=args.max_steps, concurrency=args.concurrency)
+    table = Table(title=f"{args.agent} on {args.tasks}")
+    for col in ("task", "verdict", "F2P", "P2P", "steps", "return", "time (s)"):
+        table.add_column(col)
+    colors = {"resolved": "green", "unresolved": "red", "no_verdict": "yellow"}
+    for e in result.episodes:
+        f2p, p2p = e.fail_to_pass or {}, e.pass_to_pass or {}
+        table.add_row(e.task_id, f"[{colors[e.status]}]{e.status}[/]",
+                      f"{f2p.get('passed', 0)}/{f2p.get('total', 0)}", f"{p2p.get('passed', 0)}/{p2p.get('total', 0)}",
+                      str(e.steps), f"{e.episode_return:.2f}", f"{e.duration:.1f}")
+    console().print(table)
+    s = result.summary()
+    console().print(f"[bold]{args.agent}[/]: resolved {s['resolved']}/{s['tasks']} ({100 * s['resolved_rate']:.0f}%), "
+                    f"no_verdict {s['no_verdict']}, mean steps {s['mean_steps']:.1f}, wall {s['wall_time']:.0f}s")
+    if args.out:
+        result.write(args.out)
+        console().print(f"results written to {args.out}")
+    return 0
+
+
+def _sandbox_check(args: argparse.Namespace) -> int:
+    from deepgym_envs.sandbox.namespace import available
+
+    ok, why = available()
+    console().print("namespace backend: " + ("[green]available[/]" if ok else f"[red]unavailable[/]: {why}"))
+    return 0 if ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="deepgym", description="Multi-turn coding environments: tasks, "
+                                     "sandboxes, hidden-test grading.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tasks = sub.add_parser("tasks", help="list and validate task sets").add_subparsers(dest="tasks_cmd", required=True)
+    p = tasks.add_parser("list", help="show the tasks of a task set")
+    p.add_argument("taskset", nargs="?", default="builtin", help="'builtin', a .jsonl file or a directory")
+    p.set_defaults(func=_tasks_list)
+    p = tasks.add_parser("validate", help="prove F2P fail at base and pass with the gold patch; P2P pass in both")
+    p.add_argument("taskset", nargs="?", default="builtin")
+    p.add_argument("--task", action="append", help="only this task id (repeatable)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
+    p.set_defaults(func=_tasks_validate)
+
+    p = sub.add_parser("eval", help="run an agent over a task set and report verdicts")
+    p.add_argument("--agent", required=True, help="oracle or noop")
+    p.add_argument("--tasks", default="builtin", help="'builtin', a .jsonl file or a directory")
+    p.add_argument("--out", default=None, help="write results JSON here")
+    p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
+    p.add_argument("--max-steps", type=int, default=50, help="step budget per episode (0 = no limit)")
+    p.add_argument("--concurrency", type=int, default=os.cpu_count() or 1, help="episodes in flight at once")
+    p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0 = all)")
+    p.set_defaults(func=_eval)
+
+    sb = sub.add_parser("sandbox", help="sandbox utilities").add_subparsers(dest="sandbox_cmd", required=True)
+    p = sb.add_parser("check", help="can this machine run the default (namespace) backend?")
+    p.set_defaults(func=_sandbox_check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except DeepgymError as exc:
+        console().print(f"[red]error:[/] {exc}")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""``deepgym/SWE-v0``: one repository task in a sandbox, as a Gymnasium environment.
+
+>>> import gymnasium as gym, deepgym_envs
+>>> env = gym.make("deepgym/SWE-v0")
+>>> obs, info = env.reset(seed=0)
+>>> obs, reward, terminated, truncated, info = env.step(
+...     '<tool_call>{"name": "view", "arguments": {"path": "."}}</tool_call>')
+
+Observations and actions are text. ``info`` carries the tool schemas (OpenAI function format),
+the reward components, test results when tests ran, the verdict at the end, and timings.
+``terminated`` means the agent submitted; ``truncated`` means the step budget ran out; either way
+the final state is graded by the hidden tests.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from deepgym_envs.actions import parse_action
+from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError
+from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade_sandbox
+from deepgym_envs.rewards import RewardConfig, RewardModel
+from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.tasks import Task, find_task, load_tasks
+from deepgym_envs.tools import Tools, schemas_for
+from deepgym_envs.trees import pristine_tree
+
+MAX_TEXT = 1 << 22  # 4 Mi characters: far above any observation the tools produce
+
+
+class AnyText(gym.spaces.Text):
+    """A text space that contains every string up to ``max_length`` (Text limits the charset)."""
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+
+class ResetNeeded(DeepgymError):
+    """step() was called before reset() or after the episode ended."""
+
+
+PROMPT = """You are working in a Python repository at {workdir}. Resolve the issue below by changing the
+repository's source code so that the issue is fixed; hidden tests will check your change.
+
+<issue>
+{problem}
+</issue>
+
+Use the tools ({tools}) one call per turn. Tests you add are not graded, and changes to test files or
+test configuration are discarded before grading. Call submit when you are done."""
+
+
+class SWEEnv(gym.Env[str, str]):
+    """A multi-turn coding task: view, search, edit, run tests, bash, submit."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, tasks: str | Path | list[Task] = "builtin", *, task_id: str | None = None,
+                 sandbox: str | None = None, toolset: str = "default", max_steps: int = 50,
+                 reward_mode: str = "outcome", invalid_action_penalty: float = 0.05,
+                 limits: SandboxLimits | None = None, grading_timeout: float = GRADING_TIMEOUT,
+                 render_mode: str | None = None) -> None:
+        self.tasks = list(tasks) if isinstance(tasks, list) else load_tasks(tasks)
+        if not self.tasks:
+            raise DeepgymError("the task set is empty")
+        if task_id is not None:
+            find_task(self.tasks, task_id)
+        self.default_task_id = task_id
+        self.backend = sandbox
+        self.toolset = toolset
+        self.max_steps = max_steps
+        self.limits = limits or SandboxLimits()
+        self.grading_timeout = grading_timeout
+        self.rewards = RewardModel(RewardConfig(reward_mode, invalid_action_penalty))
+        self.render_mode = render_mode
+        self.tool_schemas = schemas_for(toolset)
+        self.observation_space = AnyText(MAX_TEXT, min_length=0)
+        self.action_space = AnyText(MAX_TEXT, min_length=0)
+        self.task: Task | None = None
+        self._sandbox: Sandbox | None = None
+        self._sandbox_task: str | None = None
+        self._tools: Tools | None = None
+        self._steps = 0
+        self._done = True
+        self._last_obs = ""
+        self.verdict: Verdict | None = None
+
+    # -- Gymnasium API -------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        started = time.perf_counter()
+        options = options or {}
+        task_id = options.get("task_id", self.default_task_id)
+        if task_id is not None:
+            task = find_task(self.tasks, task_id)
+        else:
+            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.task = task
+        if self._sandbox is not None and self._sandbox_task == task.instance_id:
+            self._sandbox.reset()
+        else:
+            self._close_sandbox()
+            self._sandbox = make_sandbox(pristine_tree(task), self.backend, self.limits)
+            self._sandbox_task = task.instance_id
+        self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd)
+        self._steps, self._done, self.verdict = 0, False, None
+        names = ", ".join(s["function"]["name"] for s in self.tool_schemas)
+        obs = PROMPT.format(workdir=self._sandbox.workdir, problem=task.problem_statement.strip(), tools=names)
+        self._last_obs = obs
+        info = {"task_id": task.instance_id, "tools": self.tool_schemas, "workdir": self._sandbox.workdir,
+                "max_steps": self.max_steps, "timing": {"reset": time.perf_counter() - started}}
+        return obs, info
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._done or self._tools is None:
+            raise ResetNeeded("the episode is over (or never started): call reset() first")
+        started = time.perf_counter()
+        self._steps += 1
+        info: dict[str, Any] = {"step": self._steps}
+        invalid, submitted, changed = False, False, False
+        try:
+            call = parse_action(action)
+            info["tool_call"] = call.to_dict()
+            result = self._tools(call)
+            obs, submitted, changed = result.output, result.submitted, result.changed_workspace
+            info.update(result.info)
+        except ToolError as exc:
+            obs, invalid = f"Error: {exc}", True
+        except InfrastructureError as exc:  # the sandbox failed, not the agent
+            obs = f"Error: the sandbox failed: {exc}"
+            info["infrastructure_error"] = str(exc)
+        info["invalid_action"] = invalid
+        tool_time = time.perf_counter() - started
+        components = self.rewards.step_components(invalid=invalid, changed_workspace=changed)
+        terminated = submitted or "infrastructure_error" in info
+        truncated = not terminated and bool(self.max_steps) and self._steps >= self.max_steps
+        if terminated or truncated:
+            verdict = self._finish(info.get("infrastructure_error"))
+            components.update(self.rewards.outcome(verdict))
+            info["verdict"] = verdict.to_dict()
+            info["masked"] = verdict.masked
+            if truncated:
+                obs += f"\n[step budget of {self.max_steps} reached; the episode is over]"
+        info["reward_components"] = components
+        info["timing"] = {"tool": tool_time, "step": time.perf_counter() - started}
+        self._last_obs = obs
+        return obs, float(sum(components.values())), terminated, truncated, info
+
+    def _finish(self, infra_error: str | None) -> Verdict:
+        self._done = True
+        assert self.task is not None and self._sandbox is not None
+        if infra_error:
+            self.verdict = Verdict.no_verdict(infra_error)
+        else:
+            self.verdict = grade_sandbox(self.task, self._sandbox, backend=self.backend, limits=self.limits,
+                                         timeout=self.grading_timeout)
+        return self.verdict
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._last_obs
+        return None
+
+    def close(self) -> None:
+        self._close_sandbox()
+        super().close()
+
+    # -- helpers -------------------------------------------------------------------------------
+    @property
+    def sandbox(self) -> Sandbox:
+        """The current episode's sandbox (for inspection and tests)."""
+        if self._sandbox is None:
+            raise ResetNeeded("no sandbox: call reset() first")
+        return self._sandbox
+
+    def _close_sandbox(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+        self._sandbox, self._sandbox_task, self._tools = None, None, None

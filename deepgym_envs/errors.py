@@ -1,0 +1,50 @@
+"""The error hierarchy.
+
+Three kinds of failure, three treatments (STYLE.md, principle 4):
+
+* configuration mistakes (a bad task file, an unknown backend) raise a :class:`DeepgymError`
+  subclass at once, with a message that says what to do;
+* agent mistakes (a malformed action, a missing file) never raise out of ``env.step``: they
+  become an observation, through :class:`ToolError`;
+* infrastructure failures (the sandbox died, the harness timed out) are
+  :class:`InfrastructureError`, which grading turns into a ``no_verdict`` verdict.
+"""
+
+from __future__ import annotations
+
+
+class DeepgymError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class TaskFormatError(DeepgymError):
+    """A task file is malformed. Names the file, the line and the field."""
+
+    def __init__(self, path: str, line: int | None, field: str | None, message: str) -> None:
+        self.path, self.line, self.field = path, line, field
+        where = path if line is None else f"{path}:{line}"
+        what = f" field {field!r}:" if field else ""
+        super().__init__(f"{where}:{what} {message}")
+
+
+class UnknownTaskError(DeepgymError, KeyError):
+    """A task id that is not in the task set."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class SandboxUnavailable(DeepgymError):
+    """The chosen sandbox backend cannot run on this machine (and says which one can)."""
+
+
+class InfrastructureError(DeepgymError):
+    """The harness itself failed: the result of this run says nothing about the agent."""
+
+
+class SandboxError(InfrastructureError):
+    """A sandbox operation failed for reasons outside the agent's control."""
+
+
+class ToolError(DeepgymError):
+    """An agent mistake in a tool call; its message is shown to the agent as the observation."""

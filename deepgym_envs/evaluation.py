@@ -1,0 +1,112 @@
+"""Run agents over a task set and collect per-task verdicts (``deepgym eval``)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from deepgym_envs.env import SWEEnv
+from deepgym_envs.errors import DeepgymError
+from deepgym_envs.progress import progress_bar
+from deepgym_envs.tasks import Task
+
+
+@dataclass
+class EpisodeResult:
+    task_id: str
+    status: str
+    steps: int
+    episode_return: float
+    duration: float
+    invalid_actions: int
+    reason: str = ""
+    fail_to_pass: dict[str, int] = field(default_factory=dict)
+    pass_to_pass: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class EvalResult:
+    agent: str
+    task_set: str
+    backend: str
+    episodes: list[EpisodeResult]
+    wall_time: float
+    env_id: str = "deepgym/SWE-v0"
+    created_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+    @property
+    def resolved(self) -> int:
+        return sum(e.status == "resolved" for e in self.episodes)
+
+    @property
+    def no_verdict(self) -> int:
+        return sum(e.status == "no_verdict" for e in self.episodes)
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.episodes)
+        return {"tasks": n, "resolved": self.resolved, "resolved_rate": self.resolved / n if n else 0.0,
+                "no_verdict": self.no_verdict,
+                "mean_steps": sum(e.steps for e in self.episodes) / n if n else 0.0,
+                "wall_time": self.wall_time}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "task_set": self.task_set, "env_id": self.env_id, "backend": self.backend,
+                "created_at": self.created_at, "machine": {"python": platform.python_version(),
+                                                           "platform": platform.platform()},
+                "summary": self.summary(), "episodes": [asdict(e) for e in self.episodes]}
+
+    def write(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def run_episode(env: SWEEnv, agent: Any, task_id: str, seed: int = 0) -> EpisodeResult:
+    """The whole agent loop: reset, then act until the episode ends."""
+    started = time.monotonic()
+    obs, info = env.reset(seed=seed, options={"task_id": task_id})
+    agent.reset(obs, info)
+    total, steps, invalid = 0.0, 0, 0
+    terminated = truncated = False
+    while not (terminated or truncated):
+        obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
+        total += reward
+        steps += 1
+        invalid += bool(info.get("invalid_action"))
+    verdict = info["verdict"]
+    return EpisodeResult(task_id, verdict["status"], steps, total, time.monotonic() - started, invalid,
+                         verdict["reason"], verdict["fail_to_pass"], verdict["pass_to_pass"])
+
+
+def evaluate(agent_name: str, make_agent: Callable[[Task], Any], tasks: list[Task], *, task_set: str = "builtin",
+             backend: str | None = None, max_steps: int = 50, concurrency: int = 2,
+             env_kwargs: dict[str, Any] | None = None, show_progress: bool = True) -> EvalResult:
+    """Run one episode per task, ``concurrency`` at a time, each in its own environment."""
+    if concurrency < 1:
+        raise DeepgymError("concurrency must be at least 1")
+    started = time.monotonic()
+
+    def one(task: Task) -> EpisodeResult:
+        env = SWEEnv(tasks, task_id=task.instance_id, sandbox=backend, max_steps=max_steps, **(env_kwargs or {}))
+        try:
+            return run_episode(env, make_agent(task), task.instance_id)
+        except DeepgymError as exc:
+            return EpisodeResult(task.instance_id, "no_verdict", 0, 0.0, time.monotonic() - started, 0, str(exc))
+        finally:
+            env.close()
+
+    results: dict[str, EpisodeResult] = {}
+    with progress_bar(f"eval {agent_name}", len(tasks), enabled=show_progress) as advance, \
+            ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = {pool.submit(one, t): t for t in tasks}
+        for fut in as_completed(futures):
+            res = fut.result()
+            results[res.task_id] = res
+            advance(f"{res.task_id}: {res.status}")
+    ordered = [results[t.instance_id] for t in tasks]
+    return EvalResult(agent_name, task_set, backend or "namespace", ordered, time.monotonic() - started)

@@ -1,0 +1,450 @@
+"""The sandbox protocol, its result and limit types, and the pieces every backend shares.
+
+A backend only has to say how to start a command (``_argv``) and where its workspace can be read
+on the host (``host_root``); running the process with a deadline, an output cap and a
+process-tree kill, host-side file access with path checks, and diffs are written once, here.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import selectors
+import signal
+import stat
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from deepgym_envs.errors import InfrastructureError, SandboxError, ToolError
+from deepgym_envs.trees import run_git
+
+#: Where the repository appears inside every sandbox (SWE-bench images use the same path).
+WORKDIR = "/testbed"
+#: Build artefacts that never belong in a diff.
+DIFF_EXCLUDES = ("__pycache__/", "*.pyc", ".pytest_cache/", "*.egg-info/")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a command did. ``exit_code`` is -9 (or another negative signal) when it was killed."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration: float = 0.0
+    truncated: bool = False
+    """Output went past the cap and the rest was dropped."""
+    report: str | None = None
+    """What the command wrote to its private report pipe (``exec(..., report=True)``)."""
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr together, as a terminal would show them (roughly)."""
+        return self.stdout + (("\n" if self.stdout and not self.stdout.endswith("\n") else "") + self.stderr if self.stderr else "")
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits, applied on every backend. 0 means off."""
+
+    timeout: float = 120.0
+    """Default wall-clock seconds for one command; the whole process tree is killed after it."""
+    output_bytes: int = 256 * 1024
+    """Bytes kept of each of stdout and stderr; the rest is drained and dropped."""
+    memory_bytes: int = 4 << 30
+    """Address-space cap per process (RLIMIT_AS)."""
+    max_processes: int = 512
+    """Processes the sandbox may have at once, beyond what this user already runs."""
+    disk_bytes: int = 1 << 30
+    """Bytes the workspace's copy-on-write layer (and /tmp) may hold; also the largest file."""
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    name: str
+    kind: str  # "file", "dir", "link", "other"
+    size: int
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """An isolated view of one repository. Every backend passes the same conformance tests."""
+
+    workdir: str
+
+    def exec(self, cmd: list[str] | str, timeout: float | None = None, *, env: dict[str, str] | None = None,
+             cwd: str | None = None, report: bool = False) -> ExecResult:
+        """Run a command (argv list, or a string for ``bash -c``) in the workspace.
+
+        With ``report=True`` the command gets a private pipe (its descriptor number in
+        ``$DEEPGYM_REPORT_FD``) whose contents come back as ``ExecResult.report``.
+        """
+
+    def apply_patch(self, diff: str) -> None:
+        """Apply a git diff to the workspace; ToolError if it does not apply."""
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def write_file(self, path: str, data: bytes) -> None: ...
+
+    def list_dir(self, path: str = ".") -> list[DirEntry]: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def remove(self, path: str) -> None: ...
+
+    def diff(self) -> str:
+        """The agent's change against the pristine tree, as a git unified diff (binary-safe)."""
+
+    def reset(self) -> None:
+        """Back to the pristine tree (without copying the repository)."""
+
+    def close(self) -> None:
+        """Release everything. Idempotent."""
+
+    def __enter__(self) -> "Sandbox": ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class HostViewSandbox:
+    """Shared implementation for backends whose workspace is reachable as a host path."""
+
+    workdir = WORKDIR
+
+    def __init__(self, pristine: Path, limits: SandboxLimits) -> None:
+        self.pristine = Path(pristine)
+        self.limits = limits
+        self._closed = False
+
+    # -- what a backend provides ---------------------------------------------------------------
+    def host_root(self) -> str:
+        """The workspace's root as the host sees it."""
+        raise NotImplementedError
+
+    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
+        """The host argv that runs ``cmd`` inside the sandbox."""
+        raise NotImplementedError
+
+    def _git_view(self) -> tuple[list[str], str]:
+        """(argv prefix, workspace root) for running host git over the workspace."""
+        return [], self.host_root()
+
+    def _changed_paths(self) -> list[str] | None:
+        """Paths that may differ from pristine, or None for "look at everything"."""
+        return None
+
+    # -- commands ------------------------------------------------------------------------------
+    def exec(self, cmd: list[str] | str, timeout: float | None = None, *, env: dict[str, str] | None = None,
+             cwd: str | None = None, report: bool = False) -> ExecResult:
+        self._check_open()
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv:
+            raise ToolError("empty command")
+        full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+                    "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+        full_env.update(env or {})
+        inner_cwd = cwd or self.workdir
+        baseline = user_process_baseline()  # counted here, in the parent: the child only calls setrlimit
+        pipe = os.pipe() if report else None
+        if pipe:
+            full_env["DEEPGYM_REPORT_FD"] = str(pipe[1])
+        return run_process(self._argv(argv, full_env, inner_cwd), timeout or self.limits.timeout,
+                           self.limits, preexec=functools.partial(apply_rlimits, self.limits, baseline),
+                           report_pipe=pipe)
+
+    def apply_patch(self, diff: str) -> None:
+        self._check_open()
+        wrap, root = self._git_view()
+        try:
+            run_git(["-C", root, "apply", "--whitespace=nowarn", "-"], input=diff, wrap=wrap)
+        except SandboxError:
+            raise
+        except InfrastructureError as exc:
+            raise ToolError(str(exc).replace("git apply failed: ", "")) from None
+
+    # -- files ---------------------------------------------------------------------------------
+    def resolve(self, path: str, *, follow_last: bool = True) -> str:
+        """The host path of a workspace path; refuses anything that leads outside the workspace."""
+        return resolve_in_root(self.host_root(), path, self.workdir, follow_last=follow_last)
+
+    def read_file(self, path: str) -> bytes:
+        self._check_open()
+        host = self.resolve(path)
+        try:
+            with open(host, "rb") as fh:
+                return fh.read(self.limits.disk_bytes or -1)
+        except FileNotFoundError:
+            raise ToolError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise ToolError(f"{path}: is a directory") from None
+
+    def write_file(self, path: str, data: bytes) -> None:
+        self._check_open()
+        if self.limits.disk_bytes and len(data) > self.limits.disk_bytes:
+            raise ToolError(f"{path}: {len(data)} bytes is over the sandbox's disk limit")
+        host = self.resolve(path)
+        if os.path.isdir(host):
+            raise ToolError(f"{path}: is a directory")
+        os.makedirs(os.path.dirname(host), exist_ok=True)
+        try:
+            with open(host, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise ToolError(f"{path}: cannot write: {exc.strerror}") from None
+
+    def exists(self, path: str) -> bool:
+        self._check_open()
+        return os.path.lexists(self.resolve(path, follow_last=False))
+
+    def remove(self, path: str) -> None:
+        self._check_open()
+        host = self.resolve(path, follow_last=False)
+        try:
+            os.unlink(host)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            import shutil
+
+            shutil.rmtree(host)
+
+    def list_dir(self, path: str = ".") -> list[DirEntry]:
+        self._check_open()
+        host = self.resolve(path)
+        try:
+            names = sorted(os.listdir(host))
+        except FileNotFoundError:
+            raise ToolError(f"{path}: no such directory") from None
+        except NotADirectoryError:
+            raise ToolError(f"{path}: not a directory") from None
+        out = []
+        for name in names:
+            st = os.lstat(os.path.join(host, name))
+            kind = ("link" if stat.S_ISLNK(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode)
+                    else "file" if stat.S_ISREG(st.st_mode) else "other")
+            out.append(DirEntry(name, kind, st.st_size))
+        return out
+
+    # -- diff ----------------------------------------------------------------------------------
+    def diff(self) -> str:
+        """Stage the workspace into a throw-away index of the pristine repository, diff against HEAD.
+
+        The pristine ``.git`` lives outside the sandbox, so nothing the agent does to its own
+        copy of ``.git`` (or to HEAD) changes what counts as its change.
+        """
+        self._check_open()
+        wrap, root = self._git_view()
+        return workspace_diff(self.pristine, root, self._changed_paths(), wrap)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+
+    def __enter__(self) -> "HostViewSandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:  # pragma: no cover - backends override
+        self._closed = True
+
+
+def workspace_diff(pristine: Path, root: str, changed: list[str] | None, wrap: list[str] | None = None) -> str:
+    """A binary-safe git diff of ``root`` against the pristine tree's HEAD."""
+    import tempfile
+
+    git_dir = str(pristine / ".git")
+    with tempfile.TemporaryDirectory(prefix="deepgym-index-") as tmp:
+        index = os.path.join(tmp, "index")
+        excludes = os.path.join(tmp, "exclude")
+        Path(excludes).write_text("\n".join((".git", *DIFF_EXCLUDES)) + "\n")
+        base = ["--git-dir", git_dir, "--work-tree", root, "-c", f"core.excludesFile={excludes}",
+                "-c", "core.quotePath=false", "-c", "core.fileMode=false"]
+        base += ["-C", root]
+        kw = {"env": {"GIT_INDEX_FILE": index}, "wrap": wrap or ()}
+        run_git(base + ["read-tree", "HEAD"], **kw)
+        if changed is None:
+            run_git(base + ["add", "-A", "--", "."], **kw)
+        elif changed:
+            # Literal pathspecs: a file the agent named '*' must not stage everything.
+            run_git(base + ["--literal-pathspecs", "add", "-A", "--ignore-errors", "--", *changed],
+                    check=False, **kw)
+        return run_git(base + ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "HEAD"], **kw)
+
+
+def resolve_in_root(root: str, path: str, workdir: str = WORKDIR, *, follow_last: bool = True) -> str:
+    """Map a workspace path to a host path under ``root``, following symlinks as the sandbox would.
+
+    Absolute paths are accepted only under ``workdir``; ``..`` and symlinks that leave the
+    workspace (including absolute ones pointing at the host) are refused with a ToolError.
+    """
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("path must be a non-empty string")
+    if "\0" in path:
+        raise ToolError("path contains a NUL byte")
+    parts = _split(path.strip(), workdir)
+    stack: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not stack:
+                raise ToolError(f"{path}: outside the workspace ({workdir})")
+            stack.pop()
+            continue
+        candidate = os.path.join(root, *stack, part)
+        if os.path.islink(candidate) and (parts or follow_last):
+            hops += 1
+            if hops > 40:
+                raise ToolError(f"{path}: too many levels of symbolic links")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                stack = []
+                parts = _split(target, workdir, original=path) + parts
+            else:
+                parts = target.split("/") + parts
+            continue
+        stack.append(part)
+    return os.path.join(root, *stack)
+
+
+def _split(path: str, workdir: str, original: str | None = None) -> list[str]:
+    if path.startswith("/"):
+        if path == workdir or path.startswith(workdir + "/"):
+            path = path[len(workdir):]
+        else:
+            raise ToolError(f"{original or path}: outside the workspace ({workdir})")
+    return path.split("/")
+
+
+def apply_rlimits(limits: SandboxLimits, baseline_procs: int = 0) -> None:
+    """Runs in the child before exec: caps inherited by the whole sandboxed process tree."""
+    import resource
+
+    if limits.memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    if limits.disk_bytes:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.disk_bytes, limits.disk_bytes))
+    if limits.max_processes:
+        # RLIMIT_NPROC counts every process of the real user, so leave room for what runs already.
+        n = baseline_procs + limits.max_processes
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _set_pdeathsig()
+
+
+@functools.lru_cache(maxsize=1)
+def user_process_baseline() -> int:
+    """Processes this user already runs, plus headroom; counted once per Python process."""
+    return _count_user_processes() + 256
+
+
+def _count_user_processes() -> int:
+    uid, n = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    n += 1
+            except OSError:
+                pass
+    return n
+
+
+def _set_pdeathsig() -> None:
+    """Kill the child if this Python process dies, so no sandbox outlives its owner."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except OSError:  # pragma: no cover - not Linux
+        pass
+
+
+def run_process(argv: list[str], timeout: float, limits: SandboxLimits, *, preexec=None,
+                stdin: bytes | None = None, report_pipe: tuple[int, int] | None = None) -> ExecResult:
+    """Run argv in its own process group with a deadline and an output cap; kill the group on timeout.
+
+    ``report_pipe`` (read end, write end): the write end is inherited by the command, and what
+    arrives on the read end is returned as ``ExecResult.report``.
+    """
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=preexec, close_fds=True,
+                                pass_fds=(report_pipe[1],) if report_pipe else ())
+    except OSError as exc:
+        if report_pipe:
+            os.close(report_pipe[0])
+            os.close(report_pipe[1])
+        raise SandboxError(f"cannot start {argv[0]}: {exc}") from exc
+    report_file = None
+    if report_pipe:
+        os.close(report_pipe[1])
+        report_file = os.fdopen(report_pipe[0], "rb", buffering=0)
+    if stdin is not None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+    cap = limits.output_bytes or (1 << 62)
+    bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    caps = {proc.stdout: cap, proc.stderr: cap}
+    if report_file is not None:
+        bufs[report_file] = bytearray()
+        caps[report_file] = 256 << 20
+    truncated = timed_out = False
+    sel = selectors.DefaultSelector()
+    for stream in bufs:
+        sel.register(stream, selectors.EVENT_READ)
+    deadline = start + timeout if timeout else None
+    while sel.get_map():
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            timed_out = True
+            break
+        for key, _ in sel.select(remaining):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                continue
+            buf = bufs[key.fileobj]
+            room = caps[key.fileobj] - len(buf)
+            if room > 0:
+                buf += chunk[:room]
+            if len(chunk) > room and key.fileobj is not report_file:
+                truncated = True
+    if timed_out:
+        _kill_group(proc)
+    try:
+        code = proc.wait(timeout=5 if not timed_out else 10)
+    except subprocess.TimeoutExpired:  # pipes closed but the process lingers
+        _kill_group(proc)
+        code = proc.wait()
+    _kill_group(proc)  # anything the command left in its group (daemons in a pid ns are gone with it)
+    sel.close()
+    for stream in bufs:
+        stream.close()
+    out, err = (bufs[s].decode("utf-8", "replace") for s in (proc.stdout, proc.stderr))
+    report = bufs[report_file].decode("utf-8", "replace") if report_file is not None else None
+    return ExecResult(code, out, err, timed_out, time.monotonic() - start, truncated, report)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

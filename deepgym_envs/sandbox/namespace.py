@@ -1,0 +1,242 @@
+"""The default backend: Linux namespaces, no root needed.
+
+Two layers, because Debian's bubblewrap (0.8) cannot mount overlays itself:
+
+1. A *holder* process per sandbox lives in a new user + mount + network namespace. It mounts a
+   size-capped tmpfs and, on it, an overlay of the task's pristine tree (read-only lower layer)
+   and an empty upper layer: the agent's copy-on-write workspace. Starting one costs a few
+   milliseconds and copies nothing; reset replaces it with a fresh one.
+2. Each command enters the holder's namespaces (``nsenter``) and runs under ``bwrap``: a new
+   PID namespace (a timeout kills the whole tree), no network, the system bound read-only,
+   the workspace at ``/testbed``, ``/tmp`` a size-capped tmpfs, rlimits on memory, processes and
+   file size. Host-side file access goes through ``/proc/<holder>/root`` and never starts a process.
+
+Only the system directories and the Python installation are visible inside; the task files
+(which hold hidden tests and gold patches) are not.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from deepgym_envs.errors import SandboxError, SandboxUnavailable
+from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits, _set_pdeathsig
+
+#: The holder: mount the workspace, say so, then wait. Arguments, never interpolation.
+_HOLDER_SCRIPT = r"""
+set -e
+mount -t tmpfs -o "size=$2,mode=0755" deepgym "$1"
+mkdir "$1/upper" "$1/work" "$1/merged" "$1/tmp"
+mount -t overlay overlay -o "lowerdir=$3,upperdir=$1/upper,workdir=$1/work,userxattr" "$1/merged"
+echo ready
+exec sleep infinity
+"""
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+SUPPORT_DIR = "/deepgym"  # where deepgym's own helper files (the pytest report plugin) appear
+
+
+def available() -> tuple[bool, str]:
+    """Whether this machine can run the namespace backend, and why not."""
+    return _probe()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> tuple[bool, str]:
+    if not sys.platform.startswith("linux"):
+        return False, "the namespace backend needs Linux"
+    missing = [t for t in ("unshare", "nsenter", "bwrap") if shutil.which(t) is None]
+    if missing:
+        return False, f"missing {', '.join(missing)} (Debian/Ubuntu: apt-get install bubblewrap util-linux)"
+    proc = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "--net", "--",
+                           "bwrap", "--ro-bind", "/", "/", "--unshare-all", "--", "true"],
+                          capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        return False, ("this kernel does not let this user create namespaces "
+                       f"({proc.stderr.strip()[:300]}); enable unprivileged user namespaces "
+                       "(sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ "
+                       "kernel.apparmor_restrict_unprivileged_userns=0)")
+    return True, ""
+
+
+def require_available() -> None:
+    ok, why = available()
+    if not ok:
+        raise SandboxUnavailable(
+            f"The 'namespace' sandbox cannot run here: {why}. Choose another backend: "
+            "gym.make('deepgym/SWE-v0', sandbox='docker') with a Docker engine, or sandbox='local' "
+            "(no isolation; the agent's commands run directly on this machine).")
+
+
+class NamespaceSandbox(HostViewSandbox):
+    """Copy-on-write workspace in a user namespace; commands under bubblewrap."""
+
+    support_dir = SUPPORT_DIR
+
+    def __init__(self, pristine: Path, limits: SandboxLimits | None = None) -> None:
+        require_available()
+        super().__init__(pristine, limits or SandboxLimits())
+        lower = str(Path(pristine).resolve())
+        if any(c in lower for c in ",:\n"):
+            raise SandboxUnavailable(f"pristine tree path {lower!r} has a character overlayfs cannot take")
+        self._lower = lower
+        self._tmp = tempfile.mkdtemp(prefix="deepgym-ns-")
+        self._mnt = os.path.join(self._tmp, "mnt")
+        os.mkdir(self._mnt)
+        self._holder: subprocess.Popen | None = None
+        try:
+            self._start_holder()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- holder --------------------------------------------------------------------------------
+    def _start_holder(self) -> None:
+        size = str(self.limits.disk_bytes) if self.limits.disk_bytes else "50%"
+        self._holder = subprocess.Popen(
+            ["unshare", "--user", "--map-root-user", "--mount", "--net", "--",
+             "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, preexec_fn=_set_pdeathsig, close_fds=True)
+        assert self._holder.stdout is not None
+        line = self._holder.stdout.readline()
+        if line.strip() != b"ready":
+            self._stop_holder()
+            err = self._holder.stderr.read().decode(errors="replace") if self._holder.stderr else ""
+            raise SandboxError(f"namespace sandbox did not start: {err.strip()[:500] or 'holder exited'}")
+
+    def _stop_holder(self) -> None:
+        holder, self._holder = self._holder, None
+        if holder is None:
+            return
+        try:
+            os.killpg(holder.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        holder.wait()
+        for stream in (holder.stdout, holder.stderr):
+            if stream:
+                stream.close()
+
+    def _holder_pid(self) -> int:
+        self._check_open()
+        if self._holder is None or self._holder.poll() is not None:
+            raise SandboxError("namespace sandbox died (its holder process is gone)")
+        return self._holder.pid
+
+    def host_root(self) -> str:
+        return f"/proc/{self._holder_pid()}/root{self._mnt}/merged"
+
+    def _enter(self) -> list[str]:
+        """argv prefix that runs a host program inside the holder's namespaces (no bwrap)."""
+        return ["nsenter", "-t", str(self._holder_pid()), "-U", "-m", "-n", "--preserve-credentials", "--"]
+
+    def _git_view(self) -> tuple[list[str], str]:
+        # Paths under /proc/<pid>/root do not survive git's realpath(); run git in the namespace.
+        return self._enter(), f"{self._mnt}/merged"
+
+    def _changed_paths(self) -> list[str]:
+        """What the upper layer holds: files written, whiteouts of deletions, opaque directories."""
+        upper = f"/proc/{self._holder_pid()}/root{self._mnt}/upper"
+        changed: list[str] = []
+        for root, dirs, files in os.walk(upper):
+            rel = os.path.relpath(root, upper)
+            for d in list(dirs):
+                full = os.path.join(root, d)
+                if _is_opaque(full):
+                    changed.append(os.path.normpath(os.path.join(rel, d)))
+                    dirs.remove(d)
+            changed.extend(os.path.normpath(os.path.join(rel, f)) for f in files)
+        return [c for c in changed if c != ".git" and not c.startswith(".git/")]
+
+    # -- commands ------------------------------------------------------------------------------
+    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
+        env = dict(env)
+        env["PATH"] = f"{_python_bin_dir()}:{env.get('PATH', '/usr/bin:/bin')}"
+        argv = [*self._enter(), "bwrap",
+                *_system_binds(),
+                "--bind", f"{self._mnt}/merged", self.workdir,
+                "--bind", f"{self._mnt}/tmp", "/tmp",
+                "--dev", "/dev", "--proc", "/proc",
+                "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox",
+                "--chdir", cwd, "--clearenv"]
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+        return argv + ["--", *cmd]
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def reset(self) -> None:
+        """A fresh holder over the same pristine tree: the old upper layer vanishes with its tmpfs."""
+        self._check_open()
+        self._stop_holder()
+        self._start_holder()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_holder()
+        # The mount existed only inside the holder's namespace, so this is a plain empty directory.
+        for _ in range(3):
+            try:
+                shutil.rmtree(self._tmp)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
+
+
+def _is_opaque(path: str) -> bool:
+    try:
+        return os.getxattr(path, "user.overlay.opaque", follow_symlinks=False) == b"y"
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def _python_bin_dir() -> str:
+    return os.path.dirname(os.path.realpath(sys.executable))
+
+
+@functools.lru_cache(maxsize=1)
+def _system_binds() -> tuple[str, ...]:
+    """Read-only binds: system directories, this Python and its packages, deepgym's support files."""
+    from deepgym_envs.sandbox.support import support_host_dir
+
+    args: list[str] = []
+    bound: list[str] = []
+
+    def covered(path: str) -> bool:
+        return any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound)
+
+    for d in _SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+            bound.append(d)
+    import site
+
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix,
+                  os.path.dirname(_python_bin_dir()), *site.getsitepackages()]
+    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        candidates.append(site.getusersitepackages())
+    for path in sorted({os.path.realpath(p) for p in candidates if os.path.isdir(p)}, key=len):
+        if not covered(path):
+            args += ["--ro-bind", path, path]
+            bound.append(path)
+    # Hide this package (its task data holds hidden tests and gold patches) wherever it is bound.
+    pkg = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
+    for hidden in (pkg, os.path.join(os.path.dirname(pkg), "tasks")):
+        if covered(hidden) and os.path.isdir(hidden):
+            args += ["--tmpfs", hidden]
+    args += ["--ro-bind", support_host_dir(), SUPPORT_DIR]
+    return tuple(args)

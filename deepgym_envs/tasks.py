@@ -1,0 +1,207 @@
+"""Tasks: the SWE-bench row, loaded from JSONL.
+
+A :class:`Task` carries the SWE-bench fields so that SWE-bench, SWE-Gym and SWE-smith rows load
+as they are, plus the deepgym fields (``repo_path``, ``image``, ``test_cmd``, ...). Fields we do
+not know are kept in :attr:`Task.extra` and written back by :meth:`Task.to_dict`.
+
+>>> tasks = load_tasks("builtin")
+>>> tasks[0].instance_id
+'deepgym__cronparse-001'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deepgym_envs.errors import TaskFormatError, UnknownTaskError
+
+#: Fields a row must have (SWE-bench's own required set, minus what local repositories lack).
+REQUIRED = ("instance_id", "problem_statement", "FAIL_TO_PASS")
+
+
+@dataclass
+class Task:
+    """One repository task: a problem, a hidden test patch and the tests that decide it."""
+
+    instance_id: str
+    problem_statement: str
+    FAIL_TO_PASS: list[str]
+    PASS_TO_PASS: list[str] = field(default_factory=list)
+    repo: str = ""
+    base_commit: str = ""
+    patch: str = ""
+    """The gold fix, a unified diff against the base state."""
+    test_patch: str = ""
+    """The hidden tests, a unified diff applied only in the grading view."""
+    version: str = ""
+    environment_setup_commit: str = ""
+    hints_text: str = ""
+    created_at: str = ""
+    # deepgym fields
+    repo_path: str = ""
+    """A local repository (directory), relative to the task file, used instead of cloning ``repo``."""
+    gold_reverse_base: bool = False
+    """The base state is ``repo_path`` with the gold patch reverse-applied (a synthesised bug)."""
+    image: str = ""
+    """A container image holding the repository (docker backend)."""
+    test_cmd: list[str] = field(default_factory=list)
+    """Extra pytest arguments for this repository (argv form)."""
+    difficulty: str = ""
+    flaky: list[str] = field(default_factory=list)
+    """Test ids known to be flaky; excluded from rewards."""
+    source: str = ""
+    """Where the row came from (``file:line``); filled by the loader."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Unknown fields, kept verbatim."""
+
+    @property
+    def hidden_test_files(self) -> list[str]:
+        """Paths the hidden test patch touches (protected during grading)."""
+        return patch_paths(self.test_patch)
+
+    @property
+    def gold_files(self) -> list[str]:
+        """Paths the gold patch touches."""
+        return patch_paths(self.patch)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as JSON-ready data, unknown fields included, loader bookkeeping excluded."""
+        row = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        extra = row.pop("extra")
+        row.pop("source")
+        row.update(extra)
+        return row
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Task)} 
+_LIST_FIELDS = {"FAIL_TO_PASS", "PASS_TO_PASS", "test_cmd", "flaky"}
+_BOOL_FIELDS = {"gold_reverse_base"}
+
+
+def patch_paths(diff: str) -> list[str]:
+    """The repository paths a unified diff touches (both sides of renames), in order."""
+    paths: list[str] = []
+    for line in diff.splitlines():
+        if line.startswith(("--- ", "+++ ")):
+            name = line[4:].split("\t", 1)[0].strip()
+            if name != "/dev/null":
+                name = name[2:] if name[:2] in ("a/", "b/") else name
+                if name not in paths:
+                    paths.append(name)
+    return paths
+
+
+def task_from_row(row: dict[str, Any], *, path: str = "<row>", line: int | None = None) -> Task:
+    """Build a Task from one JSON object, checking each field's type."""
+    if not isinstance(row, dict):
+        raise TaskFormatError(path, line, None, f"expected a JSON object, got {type(row).__name__}")
+    for name in REQUIRED:
+        if name not in row:
+            raise TaskFormatError(path, line, name, "missing required field")
+    values: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in row.items():
+        if key not in _FIELDS or key in ("extra", "source"):
+            extra[key] = value
+            continue
+        values[key] = _coerce(key, value, path, line)
+    if not values["instance_id"]:
+        raise TaskFormatError(path, line, "instance_id", "must not be empty")
+    if not values["FAIL_TO_PASS"]:
+        raise TaskFormatError(path, line, "FAIL_TO_PASS", "must name at least one test")
+    return Task(**values, extra=extra, source=f"{path}:{line}" if line else path)
+
+
+def _coerce(key: str, value: Any, path: str, line: int | None) -> Any:
+    if key in _LIST_FIELDS:
+        # SWE-bench stores the test lists as JSON text inside the JSON row.
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else []
+            except json.JSONDecodeError as exc:
+                raise TaskFormatError(path, line, key, f"not a JSON list: {exc}") from None
+        if value is None:
+            value = []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TaskFormatError(path, line, key, "expected a list of strings")
+        return value
+    if key in _BOOL_FIELDS:
+        if not isinstance(value, bool):
+            raise TaskFormatError(path, line, key, f"expected true or false, got {value!r}")
+        return value
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TaskFormatError(path, line, key, f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def builtin_dir() -> Path:
+    """The built-in task set: inside the installed package, or ``tasks/builtin`` in a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_tasks" / "builtin", here.parent / "tasks" / "builtin"):
+        if candidate.is_dir():
+            return candidate
+    raise TaskFormatError(str(here), None, None, "the built-in task set is missing from this install")
+
+
+def load_tasks(source: str | Path = "builtin") -> list[Task]:
+    """Load a task set: ``"builtin"``, a ``.jsonl`` file, or a directory of ``.jsonl`` files.
+
+    Raises :class:`TaskFormatError` naming the file, line and field of the first bad row.
+    """
+    if str(source) == "builtin":
+        root = builtin_dir()
+    else:
+        root = Path(source).expanduser()
+    if root.is_dir():
+        files = sorted(root.glob("*.jsonl"))
+        if not files:
+            raise TaskFormatError(str(root), None, None, "directory holds no .jsonl task files")
+    elif root.is_file():
+        files = [root]
+    else:
+        raise TaskFormatError(str(root), None, None, "no such task file or directory (or use 'builtin')")
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for file in files:
+        for task in _load_file(file):
+            if task.instance_id in seen:
+                raise TaskFormatError(str(file), int(task.source.rsplit(":", 1)[1]), "instance_id",
+                                      f"duplicate id {task.instance_id!r} (first at {seen[task.instance_id]})")
+            seen[task.instance_id] = task.source
+            tasks.append(task)
+    return tasks
+
+
+def _load_file(file: Path) -> list[Task]:
+    tasks = []
+    with file.open(encoding="utf-8") as fh:
+        for lineno, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise TaskFormatError(str(file), lineno, None, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+            task = task_from_row(row, path=str(file), line=lineno)
+            if task.repo_path:
+                task.repo_path = str((file.parent / task.repo_path).resolve())
+            tasks.append(task)
+    return tasks
+
+
+def find_task(tasks: list[Task], task_id: str) -> Task:
+    """The task with this id, or an error that suggests the closest ids."""
+    for task in tasks:
+        if task.instance_id == task_id:
+            return task
+    import difflib
+
+    close = difflib.get_close_matches(task_id, [t.instance_id for t in tasks], n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise UnknownTaskError(f"No task {task_id!r} in this task set.{hint}")

@@ -1,0 +1,302 @@
+"""The agent's tools: schemas (OpenAI function format) and what each one does in a sandbox.
+
+``view``, ``search`` and ``edit`` work on the workspace through the sandbox's file interface
+(no process is started, so they cost well under a millisecond of overhead); ``run_tests`` and
+``bash`` run commands inside the sandbox. Every agent mistake is a :class:`ToolError`, which the
+environment turns into an observation.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from deepgym_envs.actions import ToolCall, check_arguments
+from deepgym_envs.errors import ToolError
+from deepgym_envs.sandbox import Sandbox
+
+MAX_OUTPUT_CHARS = 16_000
+MAX_SEARCH_MATCHES = 100
+MAX_VIEW_LINES = 400
+SKIP_DIRS = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", "node_modules", ".tox"})
+
+
+@dataclass
+class ToolResult:
+    """What a tool produced: the observation text, plus data for ``info``."""
+
+    output: str
+    info: dict[str, Any] = field(default_factory=dict)
+    submitted: bool = False
+    changed_workspace: bool = False
+    """The tool may have changed files (edits, bash, tests writing files)."""
+
+
+def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": properties, "required": required, "additionalProperties": False}}}
+
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "view": _fn("view", "Show a file with line numbers, or list a directory (two levels deep).", {
+        "path": {"type": "string", "description": "Path relative to the repository root (or absolute under /testbed)."},
+        "view_range": {"type": "array", "items": {"type": "integer"},
+                       "description": "Optional [start, end] line numbers (1-based, inclusive; end -1 = to the end)."},
+    }, ["path"]),
+    "search": _fn("search", "Search file contents (like grep -rn). Returns up to 100 matching lines.", {
+        "pattern": {"type": "string", "description": "Text to find (a Python regular expression if regex is true)."},
+        "path": {"type": "string", "description": "Directory or file to search (default: the repository root)."},
+        "regex": {"type": "boolean", "description": "Treat pattern as a regular expression (default false)."},
+        "include": {"type": "string", "description": "Only files whose name matches this glob, e.g. '*.py'."},
+    }, ["pattern"]),
+    "edit": _fn("edit", "Edit files. 'str_replace' replaces one exact, unique occurrence of old_str; "
+                "'insert' adds new_str after line insert_line (0 = top); 'create' writes a new file.", {
+        "command": {"type": "string", "enum": ["str_replace", "insert", "create"]},
+        "path": {"type": "string"},
+        "old_str": {"type": "string", "description": "str_replace: the exact text to replace (must occur once)."},
+        "new_str": {"type": "string", "description": "str_replace/insert: the new text."},
+        "insert_line": {"type": "integer", "description": "insert: the line after which to insert."},
+        "file_text": {"type": "string", "description": "create: the whole file."},
+    }, ["command", "path"]),
+    "run_tests": _fn("run_tests", "Run the repository's tests with pytest: all of them, or a selection.", {
+        "tests": {"type": "array", "items": {"type": "string"},
+                  "description": "Optional test files or ids, e.g. ['tests/test_core.py::test_add']."},
+    }, []),
+    "bash": _fn("bash", "Run a bash command in the repository (sandboxed, no network).", {
+        "command": {"type": "string"},
+        "timeout": {"type": "integer", "description": "Seconds before the command is killed (default 60, max 600)."},
+    }, ["command"]),
+    "submit": _fn("submit", "Submit the current state of the repository as your solution and end the episode.", {}, []),
+}
+
+TOOLSETS: dict[str, tuple[str, ...]] = {
+    "default": ("view", "search", "edit", "run_tests", "bash", "submit"),
+    "bash": ("bash", "submit"),
+}
+
+
+def schemas_for(toolset: str) -> list[dict[str, Any]]:
+    return [SCHEMAS[name] for name in TOOLSETS[toolset]]
+
+
+class Tools:
+    """Runs tool calls against one sandbox."""
+
+    def __init__(self, sandbox: Sandbox, toolset: str = "default", *, test_args: list[str] | None = None,
+                 bash_timeout: float = 60.0, test_timeout: float = 300.0) -> None:
+        if toolset not in TOOLSETS:
+            raise ValueError(f"unknown toolset {toolset!r}; choose one of {', '.join(TOOLSETS)}")
+        self.sandbox = sandbox
+        self.names = TOOLSETS[toolset]
+        self.test_args = list(test_args or [])
+        self.bash_timeout = bash_timeout
+        self.test_timeout = test_timeout
+        self._impl: dict[str, Callable[..., ToolResult]] = {
+            "view": self.view, "search": self.search, "edit": self.edit, "run_tests": self.run_tests,
+            "bash": self.bash, "submit": self.submit}
+
+    def __call__(self, call: ToolCall) -> ToolResult:
+        if call.name not in self.names:
+            raise ToolError(f"unknown tool {call.name!r}; available: {', '.join(self.names)}")
+        args = check_arguments(call, SCHEMAS[call.name])
+        result = self._impl[call.name](**args)
+        if call.extra_calls:
+            result.output += f"\n[note: {call.extra_calls} further tool call(s) in this message were ignored; one per turn]"
+        result.output = clip(result.output)
+        return result
+
+    # -- view ----------------------------------------------------------------------------------
+    def view(self, path: str, view_range: list[int] | None = None) -> ToolResult:
+        sb = self.sandbox
+        if _is_dir(sb, path):
+            return ToolResult(self._listing(path))
+        data = sb.read_file(path)
+        if b"\0" in data[:8192]:
+            return ToolResult(f"{path}: binary file ({len(data)} bytes), not shown")
+        lines = data.decode("utf-8", "replace").splitlines()
+        start, end = 1, len(lines)
+        if view_range is not None:
+            if len(view_range) != 2:
+                raise ToolError("view_range must be [start, end]")
+            start, end = view_range[0], (len(lines) if view_range[1] == -1 else view_range[1])
+            if not 1 <= start <= max(len(lines), 1) or end < start:
+                raise ToolError(f"view_range {view_range} is outside the file's {len(lines)} lines")
+            end = min(end, len(lines))
+        note = ""
+        if end - start + 1 > MAX_VIEW_LINES:
+            end = start + MAX_VIEW_LINES - 1
+            note = f"\n[showing lines {start}-{end} of {len(lines)}; use view_range to see more]"
+        body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(start, end + 1))
+        return ToolResult(f"{path} ({len(lines)} lines)\n{body}{note}" if lines else f"{path}: empty file")
+
+    def _listing(self, path: str) -> str:
+        out = []
+        for entry in self.sandbox.list_dir(path):
+            if entry.name in SKIP_DIRS:
+                continue
+            if entry.kind == "dir":
+                out.append(entry.name + "/")
+                child = f"{path.rstrip('/')}/{entry.name}"
+                for sub in self.sandbox.list_dir(child):
+                    if sub.name not in SKIP_DIRS:
+                        out.append(f"  {sub.name}{'/' if sub.kind == 'dir' else ''}")
+            else:
+                out.append(entry.name + ("@" if entry.kind == "link" else ""))
+        return f"{path}:\n" + ("\n".join(out) if out else "(empty)")
+
+    # -- search --------------------------------------------------------------------------------
+    def search(self, pattern: str, path: str = ".", regex: bool = False, include: str | None = None) -> ToolResult:
+        if not pattern:
+            raise ToolError("search: pattern must not be empty")
+        try:
+            rx = re.compile(pattern if regex else re.escape(pattern))
+        except re.error as exc:
+            raise ToolError(f"search: invalid regular expression: {exc}") from None
+        root = self.sandbox.resolve(path)  # type: ignore[attr-defined]
+        base = self.sandbox.resolve(".")  # type: ignore[attr-defined]
+        if not os.path.exists(root):
+            raise ToolError(f"{path}: no such file or directory")
+        matches: list[str] = []
+        total = 0
+        for file in _walk_files(root):
+            rel = os.path.relpath(file, base)
+            if include and not fnmatch.fnmatch(os.path.basename(file), include):
+                continue
+            try:
+                with open(file, "rb") as fh:
+                    data = fh.read(2 << 20)
+            except OSError:
+                continue
+            if b"\0" in data[:8192]:
+                continue
+            for lineno, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                if rx.search(line[:4000]):
+                    total += 1
+                    if len(matches) < MAX_SEARCH_MATCHES:
+                        matches.append(f"{rel}:{lineno}: {line.strip()[:200]}")
+        if not matches:
+            return ToolResult(f"no matches for {pattern!r} in {path}")
+        more = f"\n[{total - len(matches)} more matches not shown; narrow the search]" if total > len(matches) else ""
+        return ToolResult("\n".join(matches) + more)
+
+    # -- edit ----------------------------------------------------------------------------------
+    def edit(self, command: str, path: str, old_str: str | None = None, new_str: str | None = None,
+             insert_line: int | None = None, file_text: str | None = None) -> ToolResult:
+        sb = self.sandbox
+        if command == "create":
+            if file_text is None:
+                raise ToolError("edit create: file_text is required")
+            if sb.exists(path):
+                raise ToolError(f"{path} already exists; use str_replace to change it")
+            sb.write_file(path, file_text.encode())
+            return ToolResult(f"created {path} ({len(file_text.splitlines())} lines)", changed_workspace=True)
+        text = self._read_text(path)
+        if command == "str_replace":
+            if old_str is None or new_str is None:
+                raise ToolError("edit str_replace: old_str and new_str are required")
+            if not old_str:
+                raise ToolError("edit str_replace: old_str must not be empty")
+            count = text.count(old_str)
+            if count == 0:
+                raise ToolError(f"edit str_replace: old_str does not occur in {path} (it must match exactly, "
+                                "whitespace included)")
+            if count > 1:
+                lines = [text[: m.start()].count("\n") + 1 for m in re.finditer(re.escape(old_str), text)]
+                raise ToolError(f"edit str_replace: old_str occurs {count} times in {path} (lines "
+                                f"{', '.join(map(str, lines[:10]))}); include more context to make it unique")
+            at = text.index(old_str)
+            text = text.replace(old_str, new_str, 1)
+            first = text[:at].count("\n") + 1
+        elif command == "insert":
+            if new_str is None or insert_line is None:
+                raise ToolError("edit insert: new_str and insert_line are required")
+            lines = text.splitlines(keepends=True)
+            if not 0 <= insert_line <= len(lines):
+                raise ToolError(f"edit insert: insert_line must be between 0 and {len(lines)}")
+            if lines and not lines[-1].endswith("\n") and insert_line == len(lines):
+                lines[-1] += "\n"
+            lines.insert(insert_line, new_str if new_str.endswith("\n") else new_str + "\n")
+            text = "".join(lines)
+            first = insert_line + 1
+        else:
+            raise ToolError(f"edit: unknown command {command!r}; use str_replace, insert or create")
+        sb.write_file(path, text.encode())
+        snippet = text.splitlines()[max(first - 4, 0): first + 4 + (new_str or "").count("\n")]
+        shown = "\n".join(f"{i:6}\t{line}" for i, line in enumerate(snippet, start=max(first - 3, 1)))
+        return ToolResult(f"edited {path}; the lines around the change:\n{shown}", changed_workspace=True)
+
+    def _read_text(self, path: str) -> str:
+        if _is_dir(self.sandbox, path):
+            raise ToolError(f"{path} is a directory")
+        data = self.sandbox.read_file(path)
+        if b"\0" in data[:8192]:
+            raise ToolError(f"{path} is a binary file; it cannot be edited as text")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{path} is not valid UTF-8 text") from None
+
+    # -- run_tests / bash / submit -------------------------------------------------------------
+    def run_tests(self, tests: list[str] | None = None) -> ToolResult:
+        from deepgym_envs.grading import run_pytest
+
+        for t in tests or []:
+            if t.startswith("-"):
+                raise ToolError(f"run_tests: {t!r} is not a test path or id (options are not accepted)")
+        started = time.monotonic()
+        report, result = run_pytest(self.sandbox, [*self.test_args, "-q", *(tests or [])], self.test_timeout)
+        outcomes = (report or {}).get("tests", {})
+        summary = {k: sum(v == k for v in outcomes.values()) for k in ("passed", "failed", "error", "skipped")}
+        text = result.output
+        if result.timed_out:
+            text += f"\n[tests killed after {self.test_timeout:.0f}s]"
+        return ToolResult(text.strip() or f"(pytest exited {result.exit_code} with no output)",
+                          info={"test_results": outcomes, "test_summary": summary, "exit_code": result.exit_code,
+                                "duration": time.monotonic() - started},
+                          changed_workspace=True)
+
+    def bash(self, command: str, timeout: int | None = None) -> ToolResult:
+        if not command.strip():
+            raise ToolError("bash: command is empty")
+        limit = min(max(timeout or self.bash_timeout, 1), 600)
+        result = self.sandbox.exec(command, limit)
+        text = result.output
+        if result.truncated:
+            text += "\n[output truncated]"
+        if result.timed_out:
+            text += f"\n[command killed after {limit:.0f}s]"
+        elif result.exit_code != 0:
+            text += f"\n[exit code {result.exit_code}]"
+        return ToolResult(text.strip() or "(no output)", info={"exit_code": result.exit_code},
+                          changed_workspace=True)
+
+    def submit(self) -> ToolResult:
+        return ToolResult("submitted", submitted=True)
+
+
+def _is_dir(sb: Sandbox, path: str) -> bool:
+    return os.path.isdir(sb.resolve(path))  # type: ignore[attr-defined]
+
+
+def _walk_files(root: str):
+    if os.path.isfile(root):
+        yield root
+        return
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        for name in sorted(files):
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                yield full
+
+
+def clip(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """Keep the head and the tail of a long output, with a note of what was dropped."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - limit} characters elided ...]\n{text[-half:]}"
