@@ -31,7 +31,7 @@ _GIT_ENV = {
     "GIT_COMMITTER_NAME": "deepgym", "GIT_COMMITTER_EMAIL": "deepgym@localhost",
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
 }
-_IGNORED_WHEN_COPYING = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache")
+_IGNORED_WHEN_COPYING = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache", ".benchmarks")
 
 
 def cache_root() -> Path:
@@ -41,13 +41,14 @@ def cache_root() -> Path:
 
 def pristine_tree(task: Task) -> Path:
     """The task's base state on disk, building it on first use. Never modify what it returns."""
-    return _pristine_tree(task.instance_id, _fingerprint(task), task.repo_path, task.base_commit,
-                          task.patch if task.gold_reverse_base else "")
+    return _pristine_tree(str(cache_root()), task.instance_id, _fingerprint(task), task.repo_path,
+                          task.base_commit, task.patch if task.gold_reverse_base else "")
 
 
 @lru_cache(maxsize=4096)
-def _pristine_tree(instance_id: str, key: str, repo_path: str, base_commit: str, reverse_patch: str) -> Path:
-    dest = cache_root() / "trees" / f"{_safe_name(instance_id)}-{key}"
+def _pristine_tree(cache: str, instance_id: str, key: str, repo_path: str, base_commit: str,
+                   reverse_patch: str) -> Path:
+    dest = Path(cache) / "trees" / f"{_safe_name(instance_id)}-{key}"
     if (dest / ".git").is_dir():
         return dest
     if not repo_path:
@@ -115,7 +116,7 @@ def _dir_fingerprint(path: str) -> str:
     """Path, size and mtime of every file: cheap, and changes whenever the source does."""
     h = hashlib.sha256()
     for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__", ".pytest_cache"))
+        dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__", ".pytest_cache", ".benchmarks"))
         for name in sorted(files):
             st = os.lstat(os.path.join(root, name))
             h.update(f"{os.path.relpath(os.path.join(root, name), path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())

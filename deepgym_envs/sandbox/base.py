@@ -120,6 +120,7 @@ class HostViewSandbox:
         self.pristine = Path(pristine)
         self.limits = limits
         self._closed = False
+        self._cgroup = None  # a backend may set a PidsCgroup that every command joins
 
     # -- what a backend provides ---------------------------------------------------------------
     def host_root(self) -> str:
@@ -154,7 +155,8 @@ class HostViewSandbox:
         if pipe:
             full_env["DEEPGYM_REPORT_FD"] = str(pipe[1])
         return run_process(self._argv(argv, full_env, inner_cwd), timeout or self.limits.timeout,
-                           self.limits, preexec=functools.partial(apply_rlimits, self.limits, baseline),
+                           self.limits, preexec=functools.partial(apply_rlimits, self.limits, baseline,
+                                                                  self._cgroup),
                            report_pipe=pipe)
 
     def apply_patch(self, diff: str) -> None:
@@ -326,9 +328,12 @@ def _split(path: str, workdir: str, original: str | None = None) -> list[str]:
     return path.split("/")
 
 
-def apply_rlimits(limits: SandboxLimits, baseline_procs: int = 0) -> None:
+def apply_rlimits(limits: SandboxLimits, baseline_procs: int = 0, cgroup=None) -> None:
     """Runs in the child before exec: caps inherited by the whole sandboxed process tree."""
     import resource
+
+    if cgroup is not None:
+        cgroup.join()
 
     if limits.memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))

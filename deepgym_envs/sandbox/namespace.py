@@ -29,6 +29,7 @@ from pathlib import Path
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
 from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits, _set_pdeathsig
+from deepgym_envs.sandbox.cgroup import PidsCgroup
 
 #: The holder: mount the workspace, say so, then wait. Arguments, never interpolation.
 _HOLDER_SCRIPT = r"""
@@ -91,6 +92,7 @@ class NamespaceSandbox(HostViewSandbox):
         self._mnt = os.path.join(self._tmp, "mnt")
         os.mkdir(self._mnt)
         self._holder: subprocess.Popen | None = None
+        self._cgroup = PidsCgroup.create(self.limits.max_processes)
         try:
             self._start_holder()
         except BaseException:
@@ -183,6 +185,8 @@ class NamespaceSandbox(HostViewSandbox):
             return
         self._closed = True
         self._stop_holder()
+        if self._cgroup is not None:
+            self._cgroup.close()
         # The mount existed only inside the holder's namespace, so this is a plain empty directory.
         for _ in range(3):
             try:

@@ -1,0 +1,134 @@
+"""Hidden-test grading: honest verdicts, and the known ways of cheating do not work."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from conftest import GOLD_PATCH
+from deepgym_envs import grade
+from deepgym_envs.grading import is_protected, is_shadow
+from deepgym_envs.sandbox import make_sandbox
+from deepgym_envs.trees import pristine_tree
+
+F2P = "tests/test_ops.py::test_clamp_above"
+
+
+def new_file(path: str, text: str) -> str:
+    lines = text.splitlines()
+    body = "".join(f"+{line}\n" for line in lines)
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1,{len(lines)} @@\n{body}")
+
+
+def test_gold_patch_resolves(toy_task, backend):
+    v = grade(toy_task, toy_task.patch, backend=backend)
+    assert v.status == "resolved", v.reason
+    assert v.fail_to_pass == {"passed": 1, "total": 1} and v.pass_to_pass == {"passed": 2, "total": 2}
+    assert set(v.tests.values()) == {"passed"}
+
+
+def test_empty_patch_is_unresolved_with_per_test_results(toy_task, backend):
+    v = grade(toy_task, "", backend=backend)
+    assert v.status == "unresolved"
+    assert v.tests[F2P] == "failed"
+    assert v.tests["tests/test_ops.py::test_mean"] == "passed"
+    assert F2P in v.reason
+
+
+def test_patch_that_does_not_apply_is_unresolved(toy_task):
+    v = grade(toy_task, "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-a\n+b\n")
+    assert v.status == "unresolved" and "does not apply" in v.reason
+
+
+def test_a_missing_test_counts_as_failure(toy_task):
+    task = dataclasses.replace(toy_task, PASS_TO_PASS=[*toy_task.PASS_TO_PASS, "tests/test_ops.py::test_ghost"])
+    v = grade(task, task.patch)
+    assert v.status == "unresolved" and v.tests["tests/test_ops.py::test_ghost"] == "missing"
+
+
+def test_broken_hidden_test_patch_is_no_verdict(toy_task):
+    task = dataclasses.replace(toy_task, test_patch=toy_task.test_patch.replace("def test_mean", "def test_other"))
+    v = grade(task, task.patch)
+    assert v.status == "no_verdict" and v.masked and "hidden test patch" in v.reason
+
+
+def test_missing_repository_is_no_verdict(toy_task, tmp_path):
+    task = dataclasses.replace(toy_task, repo_path="", instance_id="toy-remote")
+    v = grade(task, "")
+    assert v.status == "no_verdict" and "repo_path" in v.reason
+
+
+# -- anti-cheat (DESIGN §6): each exploit leaves the bug in place, so each must stay unresolved --
+EXPLOITS = {
+    "edit the visible test file": (
+        "diff --git a/tests/test_ops.py b/tests/test_ops.py\n--- a/tests/test_ops.py\n+++ b/tests/test_ops.py\n"
+        "@@ -1,4 +1,5 @@\n-from calc import clamp, mean\n+from calc import mean\n+clamp = lambda x, lo, hi: min(max(x, lo), hi)\n"
+        " \n \n def test_clamp_inside():\n"),
+    "conftest forcing passes": new_file("conftest.py", (
+        "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    out = yield\n    rep = out.get_result()\n    rep.outcome = 'passed'\n")),
+    "conftest in the package": new_file("src/calc/conftest.py", "import pytest\ndef pytest_collection_modifyitems(items):\n    items.clear()\n"),
+    "pytest.py shadow at the root": new_file("pytest.py", "import sys\nsys.exit(0)\n"),
+    "sitecustomize": new_file("src/sitecustomize.py", "import os\nos._exit(0)\n"),
+    "pth file": new_file("src/evil.pth", "import os; os._exit(0)\n"),
+    "pytest.ini overriding addopts": new_file("pytest.ini", "[pytest]\naddopts = --co\n"),
+    "plugin registered through package metadata": new_file(
+        "src/evil-1.0.dist-info/entry_points.txt", "[pytest11]\nevil = calc.ops\n"),
+    "exit 0 when the package is imported": (
+        "diff --git a/src/calc/__init__.py b/src/calc/__init__.py\n--- a/src/calc/__init__.py\n"
+        "+++ b/src/calc/__init__.py\n@@ -1 +1,2 @@\n+import os; os._exit(0)\n from calc.ops import clamp, mean\n"),
+    "pre-create the hidden test file content": (
+        "diff --git a/tests/test_ops.py b/tests/test_ops.py\n--- a/tests/test_ops.py\n+++ b/tests/test_ops.py\n"
+        "@@ -7,3 +7,7 @@ def test_clamp_inside():\n \n def test_mean():\n     assert mean([1, 2, 3]) == 2\n+\n+\n"
+        "+def test_clamp_above():\n+    assert True\n"),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPLOITS))
+def test_known_exploits_do_not_resolve(toy_task, name):
+    v = grade(toy_task, EXPLOITS[name])
+    assert v.status == "unresolved", f"{name}: {v.reason}"
+
+
+def test_exploit_plus_real_fix_still_resolves(toy_task):
+    """Neutralising an exploit must not punish an honest fix that came with it."""
+    v = grade(toy_task, GOLD_PATCH + EXPLOITS["pytest.ini overriding addopts"])
+    assert v.status == "resolved", v.reason
+
+
+def test_grading_leaves_the_agents_workspace_alone(toy_task, backend):
+    from deepgym_envs.grading import grade_sandbox
+
+    with make_sandbox(pristine_tree(toy_task), backend) as sb:
+        sb.write_file("tests/test_ops.py", b"def test_clamp_above():\n    pass\n")
+        before = sb.diff()
+        v = grade_sandbox(toy_task, sb, backend=backend)
+        assert v.status == "unresolved"  # the rewritten test file was restored before grading
+        assert sb.diff() == before
+        assert sb.read_file("tests/test_ops.py") == b"def test_clamp_above():\n    pass\n"
+
+
+def test_protection_rules(toy_task):
+    assert is_protected("tests/test_ops.py", toy_task) and is_protected("conftest.py", toy_task)
+    assert is_protected("pyproject.toml", toy_task) and is_protected("pkg/sub/test_x.py", toy_task)
+    assert not is_protected("src/calc/ops.py", toy_task)
+    assert is_shadow("pytest.py") and is_shadow("src/x.pth") and is_shadow("a/_pytest/__init__.py")
+    assert not is_shadow("src/calc/ops.py")
+
+
+@pytest.mark.parametrize("name", ["edit the visible test file", "conftest forcing passes",
+                                  "pre-create the hidden test file content"])
+def test_exploits_would_work_without_the_protections(toy_task, monkeypatch, name):
+    """The exploit tests above can fail: switch the protections off and these exploits resolve."""
+    import deepgym_envs.grading as grading
+
+    monkeypatch.setattr(grading, "is_protected", lambda path, task: False)
+    monkeypatch.setattr(grading, "is_shadow", lambda path: False)
+    task = toy_task
+    if name == "pre-create the hidden test file content":
+        # Without restoration the hidden test patch no longer applies on top of the agent's copy.
+        assert grade(task, EXPLOITS[name]).status == "no_verdict"
+    else:
+        assert grade(task, EXPLOITS[name]).status == "resolved"

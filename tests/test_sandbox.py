@@ -1,0 +1,219 @@
+"""Sandbox conformance (every backend) and isolation (the namespace backend)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import processes_named, requires_namespace
+from deepgym_envs.errors import SandboxError, ToolError
+from deepgym_envs.sandbox import SandboxLimits, make_sandbox
+from deepgym_envs.trees import pristine_tree
+
+
+@pytest.fixture
+def tree(toy_task):
+    return pristine_tree(toy_task)
+
+
+@pytest.fixture
+def sb(tree, backend):
+    with make_sandbox(tree, backend, SandboxLimits(timeout=30, output_bytes=64 * 1024, disk_bytes=64 << 20)) as box:
+        yield box
+
+
+# -- conformance: the same behaviour on every backend ------------------------------------------
+def test_exec_runs_in_workspace_with_python(sb):
+    res = sb.exec(["python", "-c", "import os, calc; print(os.getcwd() == os.path.realpath('.'))"],
+                  env={"PYTHONPATH": "src"})
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.strip() == "True"
+    assert sb.exec("exit 3").exit_code == 3
+
+
+def test_base_state_has_the_bug_and_no_fix_in_history(sb):
+    assert "return max(lo, x)" in sb.read_file("src/calc/ops.py").decode()
+    log = sb.exec(["git", "log", "--oneline"]).stdout.strip().splitlines()
+    assert len(log) == 1  # the fixed version is not reachable from the agent's view
+
+
+def test_files_roundtrip_and_listing(sb):
+    sb.write_file("notes/a.txt", b"hello\n")
+    assert sb.read_file("notes/a.txt") == b"hello\n"
+    assert sb.exec(["cat", "notes/a.txt"]).stdout == "hello\n"
+    names = {e.name: e.kind for e in sb.list_dir(".")}
+    assert names["notes"] == "dir" and names["src"] == "dir" and names["pyproject.toml"] == "file"
+    assert sb.exists("notes/a.txt") and not sb.exists("nope.txt")
+    with pytest.raises(ToolError, match="no such file"):
+        sb.read_file("nope.txt")
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "src/../../x", "/testbed/../etc/passwd"])
+def test_paths_outside_workspace_are_refused(sb, path):
+    with pytest.raises(ToolError, match="outside the workspace"):
+        sb.read_file(path)
+    with pytest.raises(ToolError, match="outside the workspace"):
+        sb.write_file(path, b"x")
+
+
+def test_symlinks_out_of_the_workspace_are_refused(sb, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    sb.exec(["ln", "-s", str(secret), "leak"])
+    sb.exec(["ln", "-s", "..", "up"])
+    with pytest.raises(ToolError, match="outside the workspace"):
+        sb.read_file("leak")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        sb.write_file("up/escaped.txt", b"x")
+    sb.exec(["ln", "-s", "src/calc/ops.py", "inside"])
+    assert b"def clamp" in sb.read_file("inside")
+
+
+def test_diff_captures_edits_additions_deletions_and_binary(sb):
+    sb.write_file("src/calc/ops.py", sb.read_file("src/calc/ops.py").replace(b"max(lo, x)", b"max(lo, min(x, hi))"))
+    sb.write_file("blob.bin", bytes(range(256)))
+    sb.exec(["rm", "tests/test_ops.py"])
+    sb.exec(["python", "-c", "import calc"], env={"PYTHONPATH": "src"})  # __pycache__ must not appear
+    diff = sb.diff()
+    assert "+    return max(lo, min(x, hi))" in diff
+    assert "diff --git a/blob.bin b/blob.bin" in diff and "GIT binary patch" in diff
+    assert "deleted file mode" in diff
+    assert "__pycache__" not in diff
+
+
+def test_diff_ignores_changes_to_the_agents_git_directory(sb):
+    sb.write_file("src/calc/extra.py", b"X = 1\n")
+    sb.exec("git add -A && git -c user.name=a -c user.email=a@b commit -qm sneaky")
+    assert "src/calc/extra.py" in sb.diff()  # committing inside the sandbox does not hide the change
+
+
+def test_reset_restores_pristine(sb):
+    sb.write_file("src/calc/ops.py", b"broken")
+    sb.write_file("new.txt", b"x")
+    sb.exec("rm -rf tests")
+    sb.reset()
+    assert sb.diff() == ""
+    assert not sb.exists("new.txt")
+    assert b"def clamp" in sb.read_file("src/calc/ops.py")
+    assert sb.exists("tests/test_ops.py")
+
+
+def test_timeout_kills_the_whole_process_tree(sb, backend):
+    marker = "tmp_marker_after_timeout"
+    started = time.monotonic()
+    res = sb.exec(f"(sleep 2; touch {marker}) & (setsid sh -c 'sleep 2; touch {marker}2' &) ; sleep 60", timeout=1)
+    assert res.timed_out and res.exit_code < 0
+    assert time.monotonic() - started < 30
+    time.sleep(2.5)
+    assert not sb.exists(marker)
+    if backend != "local":  # only a PID namespace catches a child that left the process group
+        assert not sb.exists(marker + "2")
+
+
+def test_output_is_capped(sb):
+    res = sb.exec(["python", "-c", "print('x' * 1_000_000)"])
+    assert res.truncated
+    assert len(res.stdout) <= 64 * 1024
+
+
+def test_close_is_idempotent_and_final(tree, backend):
+    box = make_sandbox(tree, backend)
+    box.close()
+    box.close()
+    with pytest.raises(SandboxError):
+        box.exec(["true"])
+
+
+def test_report_pipe_carries_data_out(sb):
+    code = "import os; os.write(int(os.environ['DEEPGYM_REPORT_FD']), b'{\"ok\": 1}')"
+    res = sb.exec(["python", "-c", code], report=True)
+    assert res.report is not None and res.report.strip() == '{"ok": 1}'
+
+
+# -- isolation: the namespace backend ------------------------------------------------------------
+@pytest.fixture
+def ns(tree):
+    with make_sandbox(tree, "namespace", SandboxLimits(timeout=30, disk_bytes=32 << 20, max_processes=64)) as box:
+        yield box
+
+
+@requires_namespace
+def test_no_network(ns):
+    code = ("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n    print('connected')\n"
+            "except OSError as e:\n    print('blocked', e.errno)")
+    assert ns.exec(["python", "-c", code]).stdout.startswith("blocked")
+    assert "lo" in ns.exec(["cat", "/proc/net/dev"]).stdout and "eth0" not in ns.exec(["cat", "/proc/net/dev"]).stdout
+
+
+@requires_namespace
+def test_system_is_read_only_and_host_untouched(ns, tmp_path):
+    res = ns.exec("touch /usr/deepgym_probe; echo $?; touch /etc/deepgym_probe; echo $?")
+    assert res.stdout.split() == ["1", "1"]
+    assert not Path("/usr/deepgym_probe").exists() and not Path("/etc/deepgym_probe").exists()
+    # The workspace is copy-on-write: the pristine tree on the host never changes.
+    ns.exec("echo changed > src/calc/ops.py")
+    assert "def clamp" in (ns.pristine / "src/calc/ops.py").read_text()
+
+
+@requires_namespace
+def test_private_pid_namespace_and_hidden_host(ns):
+    pids = ns.exec(["sh", "-c", "ls /proc | grep -E '^[0-9]+$'"]).stdout.split()
+    assert len(pids) < 10  # only the sandbox's own processes
+    assert str(os.getpid()) not in pids or len(pids) < 10
+    assert ns.exec(["ls", str(Path.home())]).exit_code != 0 or Path.home().as_posix().startswith("/root")
+
+
+@requires_namespace
+def test_task_data_is_not_visible_inside(ns):
+    import deepgym_envs
+
+    pkg = Path(deepgym_envs.__file__).resolve().parent
+    for hidden in (pkg / "tasks.py", pkg.parent / "tasks"):
+        res = ns.exec(["ls", str(hidden)])
+        assert res.exit_code != 0 or res.stdout.strip() == "", hidden
+
+
+@requires_namespace
+def test_disk_write_cap(ns):
+    res = ns.exec(["sh", "-c", "dd if=/dev/zero of=big bs=1M count=100 2>&1; echo rc=$?"])
+    assert "rc=0" not in res.stdout
+    res = ns.exec(["sh", "-c", "dd if=/dev/zero of=/tmp/big bs=1M count=100 2>&1; echo rc=$?"])
+    assert "rc=0" not in res.stdout
+
+
+@requires_namespace
+def test_memory_cap(tree):
+    with make_sandbox(tree, "namespace", SandboxLimits(memory_bytes=256 << 20)) as box:
+        res = box.exec(["python", "-c", "x = bytearray(1 << 30); print('allocated')"])
+    assert res.exit_code != 0 and "allocated" not in res.stdout and "MemoryError" in res.stderr
+
+
+@requires_namespace
+def test_process_cap_stops_a_fork_bomb(ns):
+    code = ("import os, time\nn = 0\ntry:\n    for _ in range(5000):\n        if os.fork() == 0:\n"
+            "            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint(n)")
+    res = ns.exec(["python", "-c", code], timeout=20)
+    assert res.exit_code == 0, res.stderr
+    assert int(res.stdout.strip().splitlines()[-1]) < 5000
+
+
+@requires_namespace
+def test_nothing_leaks_after_close(tree):
+    before = len(processes_named("deepgym-holder"))
+    boxes = [make_sandbox(tree, "namespace") for _ in range(8)]
+    tmpdirs = [box._tmp for box in boxes]  # noqa: SLF001 - checking the backend's own temp dir
+    for box in boxes:
+        box.exec(["true"])
+        box.close()
+    assert len(processes_named("deepgym-holder")) == before
+    assert not any(os.path.exists(d) for d in tmpdirs)
+
+
+@requires_namespace
+def test_dead_holder_is_an_infrastructure_error(ns):
+    ns._stop_holder()  # noqa: SLF001 - simulate the sandbox being killed from outside
+    with pytest.raises(SandboxError, match="died"):
+        ns.exec(["true"])
