@@ -40,7 +40,8 @@ class LocalSandbox(HostViewSandbox):
         return self.workdir
 
     def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
-        path = f"{os.path.dirname(os.path.realpath(sys.executable))}:{env.get('PATH', '/usr/bin:/bin')}"
+        path = (f"{self.support_dir}/bin:{os.path.dirname(os.path.abspath(sys.executable))}:"
+                f"{env.get('PATH', '/usr/bin:/bin')}")
         env = {**env, "PATH": path, "HOME": self._tmp}
         # `env -i` gives the command exactly this environment; `-C` sets its directory.
         return ["env", "-i", "-C", cwd, *(f"{k}={v}" for k, v in env.items()), *cmd]

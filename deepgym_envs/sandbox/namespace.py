@@ -161,11 +161,12 @@ class NamespaceSandbox(HostViewSandbox):
     # -- commands ------------------------------------------------------------------------------
     def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
         env = dict(env)
-        env["PATH"] = f"{_python_bin_dir()}:{env.get('PATH', '/usr/bin:/bin')}"
+        env["PATH"] = f"{SUPPORT_DIR}/bin:{_python_bin_dir()}:{env.get('PATH', '/usr/bin:/bin')}"
+        # /tmp first: a Python installed under /tmp (a CI venv) is then bound on top of it.
         argv = [*self._enter(), "bwrap",
+                "--bind", f"{self._mnt}/tmp", "/tmp",
                 *_system_binds(),
                 "--bind", f"{self._mnt}/merged", self.workdir,
-                "--bind", f"{self._mnt}/tmp", "/tmp",
                 "--dev", "/dev", "--proc", "/proc",
                 "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox",
                 "--chdir", cwd, "--clearenv"]
@@ -207,7 +208,8 @@ def _is_opaque(path: str) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _python_bin_dir() -> str:
-    return os.path.dirname(os.path.realpath(sys.executable))
+    # Not realpath: a venv's bin/ (with its own site-packages) must win over the base interpreter's.
+    return os.path.dirname(os.path.abspath(sys.executable))
 
 
 @functools.lru_cache(maxsize=1)
