@@ -34,6 +34,14 @@ class LocalSandbox(HostViewSandbox):
         self.workdir = os.path.join(self._tmp, "testbed")
         self.support_dir = support_host_dir()
         shutil.copytree(self.pristine, self.workdir, symlinks=True)
+        # A private index that knows the copy's stat data, so reset only rewrites what changed.
+        self._index_env = {"GIT_INDEX_FILE": os.path.join(self._tmp, "index")}
+        self._git(["read-tree", "HEAD"])
+        self._git(["update-index", "-q", "--refresh"], check=False)
+
+    def _git(self, args: list[str], check: bool = True) -> str:
+        base = ["--git-dir", str(self.pristine / ".git"), "--work-tree", self.workdir, "-C", self.workdir]
+        return run_git([*base, *args], env=self._index_env, check=check)
 
     def host_root(self) -> str:
         self._check_open()
@@ -47,15 +55,20 @@ class LocalSandbox(HostViewSandbox):
         return ["env", "-i", "-C", cwd, *(f"{k}={v}" for k, v in env.items()), *cmd]
 
     def reset(self) -> None:
-        """Restore tracked files from the pristine repository and delete everything else."""
+        """Rewrite the tracked files that changed, delete the rest, and restore ``.git``."""
         self._check_open()
         shutil.rmtree(os.path.join(self.workdir, ".git"), ignore_errors=True)
-        with tempfile.TemporaryDirectory(prefix="deepgym-index-") as tmp:
-            base = ["--git-dir", str(self.pristine / ".git"), "--work-tree", self.workdir]
-            env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
-            run_git([*base, "read-tree", "HEAD"], env=env)
-            run_git([*base, "checkout-index", "-a", "-f"], env=env)
-            run_git([*base, "clean", "-ffdxq", "-e", ".git"], env=env)
+        changed = self._git(["diff-files", "--name-only", "-z"]).split("\0")
+        changed = [p for p in changed if p]
+        if changed:
+            # Replaced by a directory or a symlink: remove first so checkout-index can write a file.
+            for path in changed:
+                full = os.path.join(self.workdir, path)
+                if os.path.isdir(full) and not os.path.islink(full):
+                    shutil.rmtree(full)
+            self._git(["checkout-index", "-f", "-q", "--", *changed])
+        self._git(["clean", "-ffdxq", "-e", ".git"])
+        self._git(["update-index", "-q", "--refresh"], check=False)
         shutil.copytree(self.pristine / ".git", os.path.join(self.workdir, ".git"), symlinks=True)
 
     def close(self) -> None:
