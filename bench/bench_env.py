@@ -47,7 +47,7 @@ def median_ms(samples: list[float]) -> float:
 
 
 def bench_backend(task, backend: str, repeats: int) -> dict:
-    env = SWEEnv([task], sandbox=backend, max_steps=0)
+    env = SWEEnv([task], sandbox=backend, max_steps=0, record_timing=True)
     try:
         env.reset(options={"task_id": task.instance_id})  # builds the pristine tree and the sandbox
         resets, steps = [], {name: [] for name in STEPS}

@@ -7,7 +7,8 @@
 ...     '<tool_call>{"name": "view", "arguments": {"path": "."}}</tool_call>')
 
 Observations and actions are text. ``info`` carries the tool schemas (OpenAI function format),
-the reward components, test results when tests ran, the verdict at the end, and timings.
+the reward components, test results when tests ran, the verdict at the end, and (with
+``record_timing=True``) timings.
 ``terminated`` means the agent submitted; ``truncated`` means the step budget ran out; either way
 the final state is graded by the hidden tests.
 """
@@ -57,13 +58,27 @@ test configuration are discarded before grading. Call submit when you are done."
 class SWEEnv(gym.Env[str, str]):
     """A multi-turn coding task: view, search, edit, run tests, bash, submit."""
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(self, tasks: str | Path | list[Task] = "builtin", *, task_id: str | None = None,
                  sandbox: str | None = None, toolset: str = "default", max_steps: int = 50,
                  reward_mode: str = "outcome", invalid_action_penalty: float = 0.05,
                  limits: SandboxLimits | None = None, grading_timeout: float = GRADING_TIMEOUT,
-                 render_mode: str | None = None) -> None:
+                 record_timing: bool = False, render_mode: str | None = None) -> None:
+        """
+        Args:
+            tasks: ``"builtin"``, a SWE-bench-style ``.jsonl`` file or directory, or Task objects.
+            task_id: always use this task (otherwise ``reset`` picks one with its seed).
+            sandbox: backend name; None = ``namespace``.
+            toolset: ``"default"`` (view/search/edit/run_tests/bash/submit) or ``"bash"``.
+            max_steps: step budget; the final state is graded when it runs out. 0 = no limit.
+            reward_mode: ``outcome`` | ``process`` | ``gated`` (see :mod:`deepgym_envs.rewards`).
+            invalid_action_penalty: subtracted for each malformed or refused action.
+            limits: sandbox resource limits.
+            grading_timeout: seconds the hidden-test run may take.
+            record_timing: add wall-clock timings to ``info["timing"]``. Off by default because
+                Gymnasium's checker requires ``info`` to be the same for the same seed and actions.
+        """
         self.tasks = list(tasks) if isinstance(tasks, list) else load_tasks(tasks)
         if not self.tasks:
             raise DeepgymError("the task set is empty")
@@ -77,6 +92,7 @@ class SWEEnv(gym.Env[str, str]):
         self.grading_timeout = grading_timeout
         self.rewards = RewardModel(RewardConfig(reward_mode, invalid_action_penalty))
         self.render_mode = render_mode
+        self.record_timing = record_timing
         self.tool_schemas = schemas_for(toolset)
         self.observation_space = AnyText(MAX_TEXT, min_length=0)
         self.action_space = AnyText(MAX_TEXT, min_length=0)
@@ -112,7 +128,9 @@ class SWEEnv(gym.Env[str, str]):
         obs = PROMPT.format(workdir=self._sandbox.workdir, problem=task.problem_statement.strip(), tools=names)
         self._last_obs = obs
         info = {"task_id": task.instance_id, "tools": self.tool_schemas, "workdir": self._sandbox.workdir,
-                "max_steps": self.max_steps, "timing": {"reset": time.perf_counter() - started}}
+                "max_steps": self.max_steps}
+        if self.record_timing:
+            info["timing"] = {"reset": time.perf_counter() - started}
         return obs, info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -146,7 +164,8 @@ class SWEEnv(gym.Env[str, str]):
             if truncated:
                 obs += f"\n[step budget of {self.max_steps} reached; the episode is over]"
         info["reward_components"] = components
-        info["timing"] = {"tool": tool_time, "step": time.perf_counter() - started}
+        if self.record_timing:
+            info["timing"] = {"tool": tool_time, "step": time.perf_counter() - started}
         self._last_obs = obs
         return obs, float(sum(components.values())), terminated, truncated, info
 
