@@ -92,11 +92,12 @@ def evaluate(agent_name: str, make_agent: Callable[[Task], Any], tasks: list[Tas
     started = time.monotonic()
 
     def one(task: Task) -> EpisodeResult:
+        begun = time.monotonic()
         env = SWEEnv(tasks, task_id=task.instance_id, sandbox=backend, max_steps=max_steps, **(env_kwargs or {}))
         try:
             return run_episode(env, make_agent(task), task.instance_id)
-        except DeepgymError as exc:
-            return EpisodeResult(task.instance_id, "no_verdict", 0, 0.0, time.monotonic() - started, 0, str(exc))
+        except DeepgymError as exc:  # the harness failed (sandbox could not start, ...): not the agent's 0
+            return EpisodeResult(task.instance_id, "no_verdict", 0, 0.0, time.monotonic() - begun, 0, str(exc))
         finally:
             env.close()
 

@@ -217,3 +217,30 @@ def test_dead_holder_is_an_infrastructure_error(ns):
     ns._stop_holder()  # noqa: SLF001 - simulate the sandbox being killed from outside
     with pytest.raises(SandboxError, match="died"):
         ns.exec(["true"])
+
+
+@requires_namespace
+def test_sandbox_dies_with_its_owner_process(tree, tmp_path):
+    """A crashed owner (SIGKILL, no cleanup) leaves no holder behind; a finished thread does not kill it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import os, sys, threading
+        from pathlib import Path
+        from deepgym_envs.sandbox import make_sandbox
+        boxes = []
+        t = threading.Thread(target=lambda: boxes.append(make_sandbox(Path({str(tree)!r}))))
+        t.start(); t.join()
+        assert boxes[0].exec(["true"]).exit_code == 0  # still alive after its thread ended
+        print(boxes[0]._holder.pid, flush=True)
+        os.kill(os.getpid(), 9)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip(), out.stderr
+    holder = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{holder}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{holder}")

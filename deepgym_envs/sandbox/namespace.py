@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
-from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits, _set_pdeathsig
+from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits
 from deepgym_envs.sandbox.cgroup import PidsCgroup
 
 #: The holder: mount the workspace, say so, then wait. Arguments, never interpolation.
@@ -38,7 +38,7 @@ mount -t tmpfs -o "size=$2,mode=0755" deepgym "$1"
 mkdir "$1/upper" "$1/work" "$1/merged" "$1/tmp"
 mount -t overlay overlay -o "lowerdir=$3,upperdir=$1/upper,workdir=$1/work,userxattr" "$1/merged"
 echo ready
-exec sleep infinity
+read -r _ || true  # our stdin is a pipe from the owning process: EOF when it dies, for any reason
 """
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 SUPPORT_DIR = "/deepgym"  # where deepgym's own helper files (the pytest report plugin) appear
@@ -105,8 +105,10 @@ class NamespaceSandbox(HostViewSandbox):
         self._holder = subprocess.Popen(
             ["unshare", "--user", "--map-root-user", "--mount", "--net", "--",
              "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, preexec_fn=_set_pdeathsig, close_fds=True)
+            # Not PR_SET_PDEATHSIG: that fires when the *thread* that started the holder exits,
+            # and environments are often created in worker threads.
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, close_fds=True)
         assert self._holder.stdout is not None
         line = self._holder.stdout.readline()
         if line.strip() != b"ready":
@@ -123,7 +125,7 @@ class NamespaceSandbox(HostViewSandbox):
         except ProcessLookupError:
             pass
         holder.wait()
-        for stream in (holder.stdout, holder.stderr):
+        for stream in (holder.stdin, holder.stdout, holder.stderr):
             if stream:
                 stream.close()
 
