@@ -244,3 +244,30 @@ def test_sandbox_dies_with_its_owner_process(tree, tmp_path):
     while os.path.exists(f"/proc/{holder}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{holder}")
+
+
+def test_unavailable_namespace_backend_says_what_to_do(tree, monkeypatch):
+    """Without bubblewrap (or namespaces), the error names the problem and the other backends."""
+    import shutil
+
+    from deepgym_envs.errors import SandboxUnavailable
+    from deepgym_envs.sandbox import namespace
+
+    real_which = shutil.which
+    monkeypatch.setattr(namespace.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    namespace._probe.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailable) as err:
+            make_sandbox(tree, "namespace")
+    finally:
+        namespace._probe.cache_clear()
+    message = str(err.value)
+    assert "bwrap" in message and "apt-get install bubblewrap" in message
+    assert "sandbox='local'" in message and "--sandbox local" in message
+
+
+def test_unknown_backend_suggests_the_right_name(tree):
+    from deepgym_envs.errors import DeepgymError
+
+    with pytest.raises(DeepgymError, match="Did you mean 'namespace'"):
+        make_sandbox(tree, "namespaces")

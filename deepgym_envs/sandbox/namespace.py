@@ -71,9 +71,9 @@ def require_available() -> None:
     ok, why = available()
     if not ok:
         raise SandboxUnavailable(
-            f"The 'namespace' sandbox cannot run here: {why}. Choose another backend: "
-            "gym.make('deepgym/SWE-v0', sandbox='docker') with a Docker engine, or sandbox='local' "
-            "(no isolation; the agent's commands run directly on this machine).")
+            f"The 'namespace' sandbox cannot run here: {why}. To run anyway, choose another backend: "
+            "gym.make('deepgym/SWE-v0', sandbox='local') or `deepgym eval --sandbox local` "
+            "(no isolation: the agent's commands run directly on this machine, as you).")
 
 
 class NamespaceSandbox(HostViewSandbox):
