@@ -12,6 +12,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from deepgym_envs.actions import ToolCall, parse_action
+from deepgym_envs.batch import run_batch
 from deepgym_envs.errors import (DeepgymError, InfrastructureError, SandboxError, SandboxUnavailable,
                                  TaskFormatError, ToolError, UnknownTaskError)
 from deepgym_envs.grading import Verdict, grade
@@ -33,4 +34,4 @@ for _env_id, _kwargs in ENV_IDS.items():
 
 __all__ = ["DeepgymError", "ENV_IDS", "ExecResult", "InfrastructureError", "Sandbox", "SandboxError",
            "SandboxLimits", "SandboxUnavailable", "Task", "TaskFormatError", "ToolCall", "ToolError",
-           "UnknownTaskError", "Verdict", "grade", "load_tasks", "make_sandbox", "parse_action"]
+           "UnknownTaskError", "Verdict", "grade", "load_tasks", "make_sandbox", "parse_action", "run_batch"]

@@ -1,7 +1,8 @@
 """The ``deepgym`` command line.
 
     deepgym tasks list [TASKSET]
-    deepgym tasks validate [TASKSET] [--workers N]
+    deepgym tasks validate [TASKSET] [--workers N] [--runs N --record-flaky]
+    deepgym batch TASK_ID --patches candidates.jsonl [--out verdicts.jsonl]
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
     deepgym sandbox check
 """
@@ -42,19 +43,50 @@ def _tasks_validate(args: argparse.Namespace) -> int:
     tasks = load_tasks(args.taskset)
     if args.task:
         tasks = [t for t in tasks if t.instance_id in set(args.task)]
-    results = validate_tasks(tasks, backend=args.sandbox, workers=args.workers)
-    table = Table(title=f"validation of {args.taskset}")
-    for col in ("task", "F2P fail at base", "P2P pass at base", "gold", "result"):
+    results = validate_tasks(tasks, backend=args.sandbox, workers=args.workers, runs=args.runs)
+    table = Table(title=f"validation of {args.taskset}" + (f" ({args.runs} runs)" if args.runs > 1 else ""))
+    for col in ("task", "F2P fail at base", "P2P pass at base", "gold", "flaky", "result"):
         table.add_column(col)
     for r, t in zip(results, tasks):
         f2p_failing = sum(r.base.tests.get(x) != "passed" for x in t.FAIL_TO_PASS)
         p2p_passing = sum(r.base.tests.get(x) == "passed" for x in t.PASS_TO_PASS)
         table.add_row(r.task_id, f"{f2p_failing}/{len(t.FAIL_TO_PASS)}", f"{p2p_passing}/{len(t.PASS_TO_PASS)}",
-                      r.gold.status, "[green]valid[/]" if r.valid else "[red]INVALID[/]: " + escape("; ".join(r.problems)))
+                      r.gold.status, escape(", ".join(r.flaky)) or "-",
+                      "[green]valid[/]" if r.valid else "[red]INVALID[/]: " + escape("; ".join(r.problems)))
     console().print(table)
     bad = sum(not r.valid for r in results)
-    console().print(f"{len(results) - bad} valid, {bad} invalid")
+    flaky = sum(bool(r.flaky) for r in results)
+    console().print(f"{len(results) - bad} valid, {bad} invalid, {flaky} with flaky tests")
+    if args.record_flaky:
+        from deepgym_envs.validate import record_flaky
+
+        for path in record_flaky(results, tasks):
+            console().print(f"recorded flaky tests in {path}")
     return 1 if bad else 0
+
+
+def _batch(args: argparse.Namespace) -> int:
+    import json
+
+    from deepgym_envs.batch import read_patches, run_batch
+    from deepgym_envs.tasks import find_task, load_tasks
+
+    task = find_task(load_tasks(args.tasks), args.task_id)
+    patches = read_patches(args.patches)
+    verdicts = run_batch(task, patches, workers=args.workers, backend=args.sandbox)
+    table = Table(title=f"{len(patches)} candidates for {task.instance_id}")
+    for col in ("#", "verdict", "F2P", "P2P", "reason"):
+        table.add_column(col)
+    for i, v in enumerate(verdicts):
+        table.add_row(str(i), v.status, f"{v.fail_to_pass['passed']}/{v.fail_to_pass['total']}",
+                      f"{v.pass_to_pass['passed']}/{v.pass_to_pass['total']}", escape(v.reason[:80]))
+    console().print(table)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            for v in verdicts:
+                fh.write(json.dumps(v.to_dict()) + "\n")
+        console().print(f"verdicts written to {args.out}")
+    return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -108,7 +140,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", action="append", help="only this task id (repeatable)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
+    p.add_argument("--runs", type=int, default=1, help="grade each state N times and flag tests that flip")
+    p.add_argument("--record-flaky", action="store_true", help="write flagged tests into the task files")
     p.set_defaults(func=_tasks_validate)
+
+    p = sub.add_parser("batch", help="grade N candidate patches for one task (run_batch)")
+    p.add_argument("task_id")
+    p.add_argument("--patches", required=True, help="JSONL: a JSON string or {'patch': ...} per line")
+    p.add_argument("--tasks", default="builtin", help="'builtin', a .jsonl file or a directory")
+    p.add_argument("--workers", type=int, default=None, help="parallel gradings (default: CPUs)")
+    p.add_argument("--sandbox", default=None)
+    p.add_argument("--out", default=None, help="write one verdict per line (JSONL) here")
+    p.set_defaults(func=_batch)
 
     p = sub.add_parser("eval", help="run an agent over a task set and report verdicts")
     p.add_argument("--agent", required=True, help="oracle or noop")
@@ -131,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except DeepgymError as exc:
-        console().print(f"[red]error:[/] {exc}")
+        console().print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         return 130

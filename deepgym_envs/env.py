@@ -15,6 +15,7 @@ the final state is graded by the hidden tests.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,8 @@ import gymnasium as gym
 
 from deepgym_envs.actions import parse_action
 from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError
-from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade_sandbox
-from deepgym_envs.rewards import RewardConfig, RewardModel
+from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox
+from deepgym_envs.rewards import RewardConfig, RewardModel, potential
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.tasks import Task, find_task, load_tasks
 from deepgym_envs.tools import Tools, schemas_for
@@ -62,7 +63,8 @@ class SWEEnv(gym.Env[str, str]):
 
     def __init__(self, tasks: str | Path | list[Task] = "builtin", *, task_id: str | None = None,
                  sandbox: str | None = None, toolset: str = "default", max_steps: int = 50,
-                 reward_mode: str = "outcome", invalid_action_penalty: float = 0.05,
+                 reward_mode: str = "process", invalid_action_penalty: float = 0.05,
+                 p2p_weight: float = 1.0, localisation_bonus: float = 0.0, gate_threshold: float = 1.0,
                  limits: SandboxLimits | None = None, grading_timeout: float = GRADING_TIMEOUT,
                  record_timing: bool = False, render_mode: str | None = None) -> None:
         """
@@ -74,6 +76,9 @@ class SWEEnv(gym.Env[str, str]):
             max_steps: step budget; the final state is graded when it runs out. 0 = no limit.
             reward_mode: ``outcome`` | ``process`` | ``gated`` (see :mod:`deepgym_envs.rewards`).
             invalid_action_penalty: subtracted for each malformed or refused action.
+            p2p_weight: λ, the weight of broken PASS_TO_PASS tests in the shaping potential.
+            localisation_bonus: paid once for the first view of a file the gold patch touches.
+            gate_threshold: gated mode: the outcome needed for the banked shaping to be paid.
             limits: sandbox resource limits.
             grading_timeout: seconds the hidden-test run may take.
             record_timing: add wall-clock timings to ``info["timing"]``. Off by default because
@@ -90,7 +95,8 @@ class SWEEnv(gym.Env[str, str]):
         self.max_steps = max_steps
         self.limits = limits or SandboxLimits()
         self.grading_timeout = grading_timeout
-        self.rewards = RewardModel(RewardConfig(reward_mode, invalid_action_penalty))
+        self.rewards = RewardModel(RewardConfig(reward_mode, invalid_action_penalty, p2p_weight,
+                                                localisation_bonus, gate_threshold))
         self.render_mode = render_mode
         self.record_timing = record_timing
         self.tool_schemas = schemas_for(toolset)
@@ -103,6 +109,8 @@ class SWEEnv(gym.Env[str, str]):
         self._steps = 0
         self._done = True
         self._last_obs = ""
+        self._graded_patch = ""
+        self._last_progress: Verdict | None = None
         self.verdict: Verdict | None = None
 
     # -- Gymnasium API -------------------------------------------------------------------------
@@ -124,6 +132,8 @@ class SWEEnv(gym.Env[str, str]):
             self._sandbox_task = task.instance_id
         self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd)
         self._steps, self._done, self.verdict = 0, False, None
+        self._graded_patch = ""
+        self.rewards.reset(self._potential(task, "") if self.rewards.config.shaped else None)
         names = ", ".join(s["function"]["name"] for s in self.tool_schemas)
         obs = PROMPT.format(workdir=self._sandbox.workdir, problem=task.problem_statement.strip(), tools=names)
         self._last_obs = obs
@@ -139,13 +149,14 @@ class SWEEnv(gym.Env[str, str]):
         started = time.perf_counter()
         self._steps += 1
         info: dict[str, Any] = {"step": self._steps}
-        invalid, submitted, changed = False, False, False
+        invalid, submitted, changed, viewed_gold = False, False, False, False
         try:
             call = parse_action(action)
             info["tool_call"] = call.to_dict()
             result = self._tools(call)
             obs, submitted, changed = result.output, result.submitted, result.changed_workspace
             info.update(result.info)
+            viewed_gold = call.name == "view" and _normpath(call.arguments.get("path")) in self.task.gold_files
         except ToolError as exc:
             obs, invalid = f"Error: {exc}", True
         except InfrastructureError as exc:  # the sandbox failed, not the agent
@@ -153,12 +164,13 @@ class SWEEnv(gym.Env[str, str]):
             info["infrastructure_error"] = str(exc)
         info["invalid_action"] = invalid
         tool_time = time.perf_counter() - started
-        components = self.rewards.step_components(invalid=invalid, changed_workspace=changed)
+        phi = self._progress(info) if changed and self.rewards.config.shaped else None
+        components = self.rewards.step(invalid=invalid, phi=phi, viewed_gold_file=viewed_gold)
         terminated = submitted or "infrastructure_error" in info
         truncated = not terminated and bool(self.max_steps) and self._steps >= self.max_steps
         if terminated or truncated:
             verdict = self._finish(info.get("infrastructure_error"))
-            components.update(self.rewards.outcome(verdict))
+            components.update(self.rewards.finish(verdict))
             info["verdict"] = verdict.to_dict()
             info["masked"] = verdict.masked
             if truncated:
@@ -167,7 +179,31 @@ class SWEEnv(gym.Env[str, str]):
         if self.record_timing:
             info["timing"] = {"tool": tool_time, "step": time.perf_counter() - started}
         self._last_obs = obs
-        return obs, float(sum(components.values())), terminated, truncated, info
+        return obs, self.rewards.total(components), terminated, truncated, info
+
+    def _potential(self, task: Task, patch: str) -> float | None:
+        verdict = VERDICTS.grade(task, patch, backend=self.backend, limits=self.limits,
+                                 timeout=self.grading_timeout)
+        self._last_progress = verdict
+        return potential(verdict, self.rewards.config.p2p_weight)
+
+    def _progress(self, info: dict[str, Any]) -> float | None:
+        """Φ of the workspace after a step that may have changed it; None if nothing changed."""
+        assert self.task is not None and self._sandbox is not None
+        try:
+            patch = self._sandbox.diff()
+        except InfrastructureError as exc:
+            info["progress_no_verdict"] = str(exc)
+            return None
+        if patch == self._graded_patch:
+            return None
+        self._graded_patch = patch
+        phi = self._potential(self.task, patch)
+        verdict = self._last_progress
+        info["progress"] = {"phi": phi, "fail_to_pass": verdict.fail_to_pass, "pass_to_pass": verdict.pass_to_pass}
+        if phi is None:
+            info["progress_no_verdict"] = verdict.reason
+        return phi
 
     def _finish(self, infra_error: str | None) -> Verdict:
         self._done = True
@@ -175,8 +211,8 @@ class SWEEnv(gym.Env[str, str]):
         if infra_error:
             self.verdict = Verdict.no_verdict(infra_error)
         else:
-            self.verdict = grade_sandbox(self.task, self._sandbox, backend=self.backend, limits=self.limits,
-                                         timeout=self.grading_timeout)
+            self.verdict = grade_sandbox(self.task, self._sandbox, cache=VERDICTS, backend=self.backend,
+                                         limits=self.limits, timeout=self.grading_timeout)
         return self.verdict
 
     def render(self) -> str | None:
@@ -200,3 +236,13 @@ class SWEEnv(gym.Env[str, str]):
         if self._sandbox is not None:
             self._sandbox.close()
         self._sandbox, self._sandbox_task, self._tools = None, None, None
+
+
+def _normpath(path: Any) -> str:
+    """A tool's path argument as a repository-relative path (for matching against patch paths)."""
+    if not isinstance(path, str):
+        return ""
+    path = path.strip()
+    if path.startswith("/testbed/"):
+        path = path[len("/testbed/"):]
+    return os.path.normpath(path) if path else ""

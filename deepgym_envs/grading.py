@@ -22,16 +22,20 @@ the report must agree with pytest's exit status. A failure of the harness itself
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
+import threading
 import time
+import warnings
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from deepgym_envs.errors import InfrastructureError, ToolError
+from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, ToolError
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.tasks import Task, patch_paths
 from deepgym_envs.trees import pristine_tree, run_git
@@ -172,20 +176,76 @@ def run_pytest(sb: Sandbox, args: list[str], timeout: float) -> tuple[dict[str, 
 
 def grade(task: Task, patch: str, *, backend: str | None = None, limits: SandboxLimits | None = None,
           timeout: float = GRADING_TIMEOUT) -> Verdict:
-    """Grade a unified diff against the task's pristine tree with its hidden tests."""
+    """Grade a unified diff against the task's pristine tree with its hidden tests.
+
+    ``no_verdict`` (never a silent 0) when the harness fails: the sandbox cannot start or dies,
+    the disk fills up, or the test run outlives ``timeout``.
+    """
     start = time.monotonic()
+    if task.flaky:
+        warnings.warn(f"{task.instance_id}: flaky tests excluded from grading: {', '.join(task.flaky)}",
+                      FlakyTestWarning, stacklevel=2)
     try:
         tree = pristine_tree(task)
         with make_sandbox(tree, backend, limits) as sb:
             try:
                 prepare_grading_view(sb, task, tree, patch)
             except ToolError as exc:
+                if "No space left on device" in str(exc):
+                    raise SandboxError(f"disk full while applying the patch: {exc}") from None
                 return _unresolved_all(task, f"patch does not apply: {exc}", time.monotonic() - start)
             ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
             report, result = run_pytest(sb, [*task.test_cmd, "-rA", *test_files(ids)], timeout)
-    except InfrastructureError as exc:
+    except (InfrastructureError, SandboxUnavailable) as exc:
         return Verdict.no_verdict(str(exc), time.monotonic() - start)
+    if result.timed_out:
+        return Verdict.no_verdict(f"grading timed out: the hidden tests ran longer than {timeout:.0f}s",
+                                  time.monotonic() - start)
     return judge(task, report, result, time.monotonic() - start)
+
+
+class FlakyTestWarning(UserWarning):
+    """A task's flaky tests were left out of its verdict."""
+
+
+class VerdictCache:
+    """Verdicts by (task, hidden tests, patch content): an unchanged workspace is never re-tested.
+
+    Shared by every environment in the process, so K rollouts of one task that reach the same
+    state pay for its grading once. ``no_verdict`` results are not kept: they may be transient.
+    """
+
+    def __init__(self, maxsize: int = 4096) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[tuple[str, str, str], Verdict] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(task: Task, patch: str) -> tuple[str, str, str]:
+        spec = json.dumps([task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS, task.flaky, task.test_cmd])
+        return (task.instance_id, hashlib.sha256(spec.encode()).hexdigest(),
+                hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest())
+
+    def grade(self, task: Task, patch: str, **kwargs: Any) -> Verdict:
+        key = self.key(task, patch)
+        with self._lock:
+            if key in self._data:
+                self.hits += 1
+                self._data.move_to_end(key)
+                return self._data[key]
+            self.misses += 1
+        verdict = grade(task, patch, **kwargs)
+        if verdict.status != "no_verdict":
+            with self._lock:
+                self._data[key] = verdict
+                while len(self._data) > self.maxsize:
+                    self._data.popitem(last=False)
+        return verdict
+
+
+#: The process-wide cache that environments grade through.
+VERDICTS = VerdictCache()
 
 
 def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: float) -> Verdict:
@@ -199,9 +259,7 @@ def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: floa
     counts = {name: {"passed": sum(tests[t] == "passed" for t in ids), "total": len(ids)}
               for name, ids in (("f2p", f2p), ("p2p", p2p))}
     reason = ""
-    if result.timed_out:
-        reason = f"hidden test run timed out after {result.duration:.0f}s"
-    elif report is None:
+    if report is None:
         reason = f"no test report (pytest exited {result.exit_code} before reporting)"
     elif report.get("exitstatus") != result.exit_code:
         reason = f"report says exit {report.get('exitstatus')} but the process exited {result.exit_code}"
@@ -222,10 +280,10 @@ def _unresolved_all(task: Task, reason: str, duration: float) -> Verdict:
                    reason, duration)
 
 
-def grade_sandbox(task: Task, sb: Sandbox, **kwargs: Any) -> Verdict:
+def grade_sandbox(task: Task, sb: Sandbox, *, cache: VerdictCache | None = None, **kwargs: Any) -> Verdict:
     """Grade the current state of an agent's sandbox (through its diff; the sandbox is untouched)."""
     try:
         patch = sb.diff()
     except InfrastructureError as exc:
         return Verdict.no_verdict(f"could not read the agent's workspace: {exc}")
-    return grade(task, patch, **kwargs)
+    return cache.grade(task, patch, **kwargs) if cache is not None else grade(task, patch, **kwargs)

@@ -1,16 +1,28 @@
 """Reward definitions (DESIGN §5).
 
 Every step's reward is the sum of named components, each reported separately in
-``info["reward_components"]``. In this version the components are:
+``info["reward_components"]``:
 
-* ``invalid_action``: ``-invalid_action_penalty`` when the action could not be parsed or the tool
-  refused it (unknown tool, bad arguments, missing file, ...);
-* ``outcome``: at the end of the episode, 1.0 if the hidden tests resolve the task, else 0.0.
-  A ``no_verdict`` ends with outcome 0.0 *and* ``info["masked"] = True``, so trainers drop the
-  episode instead of learning from a fake 0.
+* ``shaping`` — potential-based shaping on hidden-test progress (Ng, Harada & Russell 1999):
+  Φ(s) = (fraction of FAIL_TO_PASS passing) − λ · (fraction of PASS_TO_PASS broken), and
+  r_t = Φ(s_{t+1}) − Φ(s_t) on steps that changed the workspace, computed by grading the
+  workspace's diff in a separate view (cached by content, so an unchanged state is never
+  re-tested). Over an episode the shaping telescopes to Φ(final) − Φ(initial), so it cannot change
+  which policy is optimal.
+* ``invalid_action`` — ``−invalid_action_penalty`` for an action that could not be parsed or that a
+  tool refused.
+* ``localisation`` — optional: a bonus the first time the agent views a file the gold patch touches.
+* ``outcome`` — at the end, 1.0 if the hidden tests resolve the task, else 0.0. A ``no_verdict``
+  has no outcome component at all (and ``info["masked"]`` is true): no fake 0.
 
-Per-step process shaping (potential-based, on hidden-test progress) plugs in as another component
-through :meth:`RewardModel.shaping`; it is 0 in this version.
+Modes: ``outcome`` (no shaping), ``process`` (everything, the default), ``gated`` (shaping is
+reported every step but paid only at the end, and only if the outcome reaches ``gate_threshold``;
+Gated Reward Accumulation, 2025).
+
+Worked example (one F2P test, two P2P tests, λ = 1): at reset Φ = 0/1 − 1·0/2 = 0. The agent's
+first edit breaks one P2P test and fixes nothing: Φ = 0 − 0.5, shaping −0.5. Its second edit
+fixes the bug and the broken test: Φ = 1, shaping +1.5. It submits: outcome +1. The episode's
+return is −0.5 + 1.5 + 1 = 2 = (Φ_final − Φ_initial) + outcome, whatever path it took.
 """
 
 from __future__ import annotations
@@ -26,33 +38,71 @@ REWARD_MODES = ("outcome", "process", "gated")
 class RewardConfig:
     """How an environment scores an episode."""
 
-    mode: str = "outcome"
-    """``outcome``: invalid-action penalties plus the final verdict. ``process`` and ``gated`` add
-    per-step shaping (see the process-reward issue); until then they score like ``outcome``."""
+    mode: str = "process"
+    """``outcome`` | ``process`` | ``gated`` (see the module docstring)."""
     invalid_action_penalty: float = 0.05
     """Subtracted for each action that could not be parsed or that a tool refused. 0 = off."""
+    p2p_weight: float = 1.0
+    """λ: how much breaking PASS_TO_PASS tests lowers the potential."""
+    localisation_bonus: float = 0.0
+    """Paid once, the first time the agent views a file the gold patch touches. 0 = off."""
+    gate_threshold: float = 1.0
+    """gated mode: accumulated shaping is paid at the end only if the outcome reaches this."""
 
     def __post_init__(self) -> None:
         if self.mode not in REWARD_MODES:
             raise ValueError(f"reward_mode must be one of {', '.join(REWARD_MODES)}, not {self.mode!r}")
 
+    @property
+    def shaped(self) -> bool:
+        return self.mode != "outcome"
+
+
+def potential(verdict: Verdict, p2p_weight: float = 1.0) -> float | None:
+    """Φ of a graded state, or None when grading gave no verdict."""
+    if verdict.status == "no_verdict":
+        return None
+    f2p, p2p = verdict.fail_to_pass, verdict.pass_to_pass
+    fixed = f2p["passed"] / f2p["total"] if f2p["total"] else 0.0
+    broken = (p2p["total"] - p2p["passed"]) / p2p["total"] if p2p["total"] else 0.0
+    return fixed - p2p_weight * broken
+
 
 class RewardModel:
-    """Computes each step's reward components."""
+    """Per-episode reward state: the current potential, the gated account, localisation."""
 
     def __init__(self, config: RewardConfig) -> None:
         self.config = config
+        self.phi: float | None = None
+        self._banked = 0.0
+        self._localised = False
 
-    def step_components(self, *, invalid: bool, changed_workspace: bool) -> dict[str, float]:
+    def reset(self, phi0: float | None) -> None:
+        self.phi, self._banked, self._localised = phi0, 0.0, False
+
+    def step(self, *, invalid: bool, phi: float | None = None, viewed_gold_file: bool = False) -> dict[str, float]:
+        """Components of one step. ``phi``: the new state's potential, if it was graded."""
         parts = {"invalid_action": -self.config.invalid_action_penalty if invalid else 0.0}
-        if changed_workspace:
-            parts["shaping"] = self.shaping()
+        if phi is not None and self.config.shaped:
+            # After a no_verdict the last known potential stands, so the sum still telescopes.
+            parts["shaping"] = 0.0 if self.phi is None else phi - self.phi
+            self.phi = phi
+            self._banked += parts["shaping"]
+        if viewed_gold_file and self.config.localisation_bonus and not self._localised:
+            self._localised = True
+            parts["localisation"] = self.config.localisation_bonus
         return parts
 
-    def shaping(self) -> float:
-        """Φ(s_{t+1}) − Φ(s_t) on hidden-test progress; the process-reward issue fills this in."""
-        return 0.0
+    def finish(self, verdict: Verdict) -> dict[str, float]:
+        if verdict.status == "no_verdict":
+            return {}
+        outcome = 1.0 if verdict.resolved else 0.0
+        parts = {"outcome": outcome}
+        if self.config.mode == "gated":
+            parts["gated_shaping"] = self._banked if outcome >= self.config.gate_threshold else 0.0
+        return parts
 
-    @staticmethod
-    def outcome(verdict: Verdict) -> dict[str, float]:
-        return {"outcome": 1.0 if verdict.resolved else 0.0}
+    def total(self, parts: dict[str, float]) -> float:
+        """The scalar reward: every component, except shaping in gated mode (paid at the end)."""
+        counted = {k: v for k, v in parts.items() if not (self.config.mode == "gated" and k == "shaping")}
+        return float(sum(counted.values()))

@@ -4,12 +4,19 @@ A task is valid when, through the same grading path agents are scored by,
 
 * every FAIL_TO_PASS test fails on the base state and passes with the gold patch, and
 * every PASS_TO_PASS test passes in both.
+
+With ``runs`` > 1 both states are graded repeatedly, and tests whose outcome changes are
+reported as flaky; ``record_flaky`` writes them into the task file, and grading then leaves them
+out (with a warning).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from deepgym_envs.grading import Verdict, grade
 from deepgym_envs.progress import progress_bar
@@ -23,35 +30,78 @@ class TaskValidation:
     problems: list[str]
     base: Verdict
     gold: Verdict
+    flaky: list[str] = field(default_factory=list)
+    """Tests whose outcome changed between runs (``runs`` > 1)."""
 
 
-def validate_task(task: Task, *, backend: str | None = None) -> TaskValidation:
-    base = grade(task, "", backend=backend)
-    gold = grade(task, task.patch, backend=backend)
+def validate_task(task: Task, *, backend: str | None = None, runs: int = 1) -> TaskValidation:
+    """Grade the base state and the gold patch ``runs`` times each; flag tests that flip."""
+    if runs > 1 and task.flaky:
+        task = dataclasses.replace(task, flaky=[])  # re-measure the recorded ones too
+    bases = [grade(task, "", backend=backend) for _ in range(runs)]
+    golds = [grade(task, task.patch, backend=backend) for _ in range(runs)]
+    flaky = sorted(_flipping(bases) | _flipping(golds))
+    if flaky:
+        task = dataclasses.replace(task, flaky=flaky)
+    base, gold = bases[0], golds[0]
     problems: list[str] = []
     for name, verdict in (("base", base), ("gold", gold)):
         if verdict.status == "no_verdict":
             problems.append(f"{name}: no verdict ({verdict.reason})")
     if not problems:
-        flaky = set(task.flaky)
-        passing_at_base = [t for t in task.FAIL_TO_PASS if t not in flaky and base.tests.get(t) == "passed"]
+        excluded = set(task.flaky)
+        passing_at_base = [t for t in task.FAIL_TO_PASS if t not in excluded and base.tests.get(t) == "passed"]
         if passing_at_base:
             problems.append(f"FAIL_TO_PASS passes on the base state: {', '.join(passing_at_base)}")
-        broken_at_base = [t for t in task.PASS_TO_PASS if t not in flaky and base.tests.get(t) != "passed"]
+        broken_at_base = [t for t in task.PASS_TO_PASS if t not in excluded and base.tests.get(t) != "passed"]
         if broken_at_base:
             problems.append(f"PASS_TO_PASS not passing on the base state: "
                             f"{', '.join(f'{t} ({base.tests.get(t)})' for t in broken_at_base[:5])}")
-        if gold.status != "resolved":
+        if gold.status != "resolved" and not all(_resolved_but_flaky(g, task) for g in golds):
             problems.append(f"gold patch does not resolve: {gold.reason}")
-    return TaskValidation(task.instance_id, not problems, problems, base, gold)
+        if excluded and set(task.FAIL_TO_PASS) <= excluded:
+            problems.append("every FAIL_TO_PASS test is flaky: nothing reliable is left to grade")
+    return TaskValidation(task.instance_id, not problems, problems, base, gold, flaky)
 
 
-def validate_tasks(tasks: list[Task], *, backend: str | None = None, workers: int = 2,
+def _flipping(verdicts: list[Verdict]) -> set[str]:
+    """Test ids that did not get the same outcome in every verdict."""
+    if len(verdicts) < 2 or any(v.status == "no_verdict" for v in verdicts):
+        return set()
+    ids = set().union(*(v.tests for v in verdicts))
+    return {t for t in ids if len({v.tests.get(t) for v in verdicts}) > 1}
+
+
+def _resolved_but_flaky(verdict: Verdict, task: Task) -> bool:
+    return all(outcome == "passed" or test in task.flaky for test, outcome in verdict.tests.items())
+
+
+def record_flaky(results: list[TaskValidation], tasks: list[Task]) -> list[str]:
+    """Write each task's flaky tests back into its task file (the ``flaky`` field). Returns the files."""
+    by_id = {r.task_id: r for r in results}
+    edits: dict[str, dict[int, list[str]]] = {}
+    for task in tasks:
+        res = by_id.get(task.instance_id)
+        if res is None or sorted(task.flaky) == res.flaky or ":" not in task.source:
+            continue
+        path, line = task.source.rsplit(":", 1)
+        edits.setdefault(path, {})[int(line)] = res.flaky
+    for path, lines in edits.items():
+        text = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
+        for lineno, flaky in lines.items():
+            row = json.loads(text[lineno - 1])
+            row["flaky"] = flaky
+            text[lineno - 1] = json.dumps(row) + "\n"
+        Path(path).write_text("".join(text), encoding="utf-8")
+    return sorted(edits)
+
+
+def validate_tasks(tasks: list[Task], *, backend: str | None = None, workers: int = 2, runs: int = 1,
                    show_progress: bool = True) -> list[TaskValidation]:
     """Validate every task, ``workers`` at a time; results in task order."""
     with progress_bar("validate", len(tasks), enabled=show_progress) as advance, \
             ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(validate_task, t, backend=backend) for t in tasks]
+        futures = [pool.submit(validate_task, t, backend=backend, runs=runs) for t in tasks]
         out = []
         for fut in futures:
             res = fut.result()

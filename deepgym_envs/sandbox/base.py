@@ -163,7 +163,8 @@ class HostViewSandbox:
         self._check_open()
         wrap, root = self._git_view()
         try:
-            run_git(["-C", root, "apply", "--whitespace=nowarn", "-"], input=diff, wrap=wrap)
+            # --recount: hand- and model-written diffs often carry wrong hunk line counts.
+            run_git(["-C", root, "apply", "--whitespace=nowarn", "--recount", "-"], input=diff, wrap=wrap)
         except SandboxError:
             raise
         except InfrastructureError as exc:

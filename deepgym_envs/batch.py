@@ -1,0 +1,65 @@
+"""Grade N candidate patches for one task at once: the group GRPO/RLOO needs.
+
+>>> verdicts = run_batch(task, [gold, broken_1, broken_2])   # doctest: +SKIP
+>>> [v.status for v in verdicts]
+['resolved', 'unresolved', 'unresolved']
+
+Each patch is graded exactly as an agent's final state is (``deepgym_envs.grade``): in its own
+fresh sandbox, isolated from the others, so results are deterministic and independent of
+``workers``. Order is preserved. A harness failure for one candidate is that candidate's
+``no_verdict``; it never takes the batch down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterable
+
+from deepgym_envs.errors import DeepgymError, TaskFormatError
+from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade
+from deepgym_envs.sandbox import SandboxLimits
+from deepgym_envs.tasks import Task
+
+
+def run_batch(task: Task, patches: Iterable[str], workers: int | None = None, *, backend: str | None = None,
+              limits: SandboxLimits | None = None, timeout: float = GRADING_TIMEOUT,
+              executor: str = "thread") -> list[Verdict]:
+    """Grade every patch against ``task``'s hidden tests; one Verdict per patch, in order.
+
+    ``workers`` defaults to the number of CPUs (grading is process-bound; threads only wait).
+    """
+    patches = list(patches)
+    if not all(isinstance(p, str) for p in patches):
+        raise DeepgymError("run_batch takes patches as strings (unified diffs)")
+    if executor != "thread":
+        raise DeepgymError(f"unknown executor {executor!r}; this version has 'thread'")
+    workers = max(1, min(workers or os.cpu_count() or 1, len(patches) or 1))
+
+    def one(patch: str) -> Verdict:
+        return grade(task, patch, backend=backend, limits=limits, timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, patches))
+
+
+def read_patches(path: str | Path) -> list[str]:
+    """Patches from JSONL: each line a JSON string, or an object with a ``patch`` (or
+    ``model_patch``, as in SWE-bench predictions) field."""
+    patches = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row: Any = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TaskFormatError(str(path), lineno, None, f"invalid JSON: {exc.msg}") from None
+            if isinstance(row, dict):
+                row = row.get("patch", row.get("model_patch"))
+            if not isinstance(row, str):
+                raise TaskFormatError(str(path), lineno, "patch", "expected a string or an object with 'patch'")
+            patches.append(row)
+    return patches
