@@ -43,6 +43,7 @@ def test_builtin_set_validates(tasks):
 def test_noop_resolves_nothing(tasks):
     result = evaluate("noop", lambda t: make_agent("noop", t), tasks, show_progress=False)
     assert result.resolved == 0 and result.no_verdict == 0
+    assert all(e.episode_return == 0.0 for e in result.episodes)  # no progress, no penalty
 
 
 def test_oracle_resolves_everything_through_the_tools(tasks):
@@ -50,3 +51,5 @@ def test_oracle_resolves_everything_through_the_tools(tasks):
     failed = {e.task_id: e.reason for e in result.episodes if e.status != "resolved"}
     assert not failed
     assert all(e.invalid_actions == 0 and e.steps >= 3 for e in result.episodes)
+    # Φ goes from 0 (F2P failing, P2P passing) to 1 on the edit steps, then the outcome pays 1.
+    assert all(e.episode_return == pytest.approx(2.0) for e in result.episodes)
