@@ -90,10 +90,12 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from agents import make_agent
+    from agents import AGENTS, make_agent
     from deepgym_envs.evaluation import evaluate
     from deepgym_envs.tasks import load_tasks
 
+    if args.agent not in AGENTS:  # make_agent's ValueError would surface as a traceback from a worker
+        raise DeepgymError(f"unknown agent {args.agent!r}; choose one of {', '.join(AGENTS)}")
     tasks = load_tasks(args.tasks)
     if args.limit:
         tasks = tasks[: args.limit]

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, ToolError
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.tasks import Task, patch_paths
-from deepgym_envs.trees import pristine_tree, run_git
+from deepgym_envs.trees import pristine_tree, run_git, tree_fingerprint
 
 Status = Literal["resolved", "unresolved", "no_verdict"]
 TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "missing"]
@@ -223,7 +223,8 @@ class VerdictCache:
 
     @staticmethod
     def key(task: Task, patch: str) -> tuple[str, str, str]:
-        spec = json.dumps([task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS, task.flaky, task.test_cmd])
+        spec = json.dumps([tree_fingerprint(task), task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS,
+                           task.flaky, task.test_cmd])
         return (task.instance_id, hashlib.sha256(spec.encode()).hexdigest(),
                 hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest())
 

@@ -264,7 +264,7 @@ class Tools:
             raise ToolError("bash: command is empty")
         limit = min(max(timeout or self.bash_timeout, 1), 600)
         result = self.sandbox.exec(command, limit)
-        text = result.output
+        text = result.output.rstrip("\n")  # the notes below start on the next line, not after a blank one
         if result.truncated:
             text += "\n[output truncated]"
         if result.timed_out:

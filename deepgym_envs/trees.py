@@ -102,6 +102,11 @@ def _git_apply(repo: git.Repo, diff: str, *, reverse: bool, what: str) -> None:
         os.unlink(fh.name)
 
 
+def tree_fingerprint(task: Task) -> str:
+    """What the task's pristine tree is built from, hashed: changes whenever the tree would."""
+    return _fingerprint(task)
+
+
 def _fingerprint(task: Task) -> str:
     h = hashlib.sha256()
     for part in (task.repo_path, task.base_commit, task.patch if task.gold_reverse_base else ""):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import json
-import subprocess
+import os
 import warnings
 from pathlib import Path
 
@@ -98,6 +99,32 @@ def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-def processes_named(fragment: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if fragment in line and "ps -eo" not in line]
+def processes_named(fragment: str) -> list[int]:
+    """Pids whose command line contains ``fragment`` (read from /proc: ps truncates long lines)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if fragment.encode() in fh.read():
+                        pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
+def leftovers() -> dict[str, int]:
+    """This process's sandbox resources (others may run sandboxes on the same machine)."""
+    me = os.getpid()
+    mounts = open("/proc/self/mountinfo").read().count("deepgym")
+    holders = [pid for pid in processes_named("deepgym-holder") if _parent(pid) == me]
+    return {"holders": len(holders), "tmpdirs": len(glob.glob(f"/tmp/deepgym-ns-{me}-*")),
+            "cgroups": len(glob.glob(f"/sys/fs/cgroup/pids/deepgym-{me}-*")), "mounts": mounts}
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
 
 import pytest
 
-from conftest import processes_named, requires_namespace
+from conftest import leftovers, requires_namespace
 from deepgym_envs import grade
 from deepgym_envs.env import SWEEnv
 from deepgym_envs.sandbox import SandboxLimits
 
 pytestmark = requires_namespace
-
-
-def leftovers() -> dict[str, int]:
-    mounts = open("/proc/self/mountinfo").read().count("deepgym")
-    return {"holders": len(processes_named("deepgym-holder")), "tmpdirs": len(glob.glob("/tmp/deepgym-ns-*")),
-            "cgroups": len(glob.glob("/sys/fs/cgroup/pids/deepgym-*")), "mounts": mounts}
 
 
 @pytest.fixture

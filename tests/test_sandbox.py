@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import processes_named, requires_namespace
+from conftest import leftovers, requires_namespace
 from deepgym_envs.errors import SandboxError, ToolError
 from deepgym_envs.sandbox import SandboxLimits, make_sandbox
 from deepgym_envs.trees import pristine_tree
@@ -202,14 +202,13 @@ def test_process_cap_stops_a_fork_bomb(ns):
 
 @requires_namespace
 def test_nothing_leaks_after_close(tree):
-    before = len(processes_named("deepgym-holder"))
+    before = leftovers()
     boxes = [make_sandbox(tree, "namespace") for _ in range(8)]
-    tmpdirs = [box._tmp for box in boxes]  # noqa: SLF001 - checking the backend's own temp dir
+    assert leftovers()["holders"] == before["holders"] + 8
     for box in boxes:
         box.exec(["true"])
         box.close()
-    assert len(processes_named("deepgym-holder")) == before
-    assert not any(os.path.exists(d) for d in tmpdirs)
+    assert leftovers() == before
 
 
 @requires_namespace

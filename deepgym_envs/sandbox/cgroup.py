@@ -43,7 +43,7 @@ class PidsCgroup:
         root = _writable_root() if max_pids else None
         if root is None:
             return None
-        path = os.path.join(root, f"deepgym-{uuid.uuid4().hex[:12]}")
+        path = os.path.join(root, f"deepgym-{os.getpid()}-{uuid.uuid4().hex[:12]}")
         try:
             os.mkdir(path)
             with open(os.path.join(path, "pids.max"), "w") as fh:

@@ -88,7 +88,8 @@ class NamespaceSandbox(HostViewSandbox):
         if any(c in lower for c in ",:\n"):
             raise SandboxUnavailable(f"pristine tree path {lower!r} has a character overlayfs cannot take")
         self._lower = lower
-        self._tmp = tempfile.mkdtemp(prefix="deepgym-ns-")
+        # The owner's pid in the name: a leak check (or a reaper) can tell whose it is.
+        self._tmp = tempfile.mkdtemp(prefix=f"deepgym-ns-{os.getpid()}-")
         self._mnt = os.path.join(self._tmp, "mnt")
         os.mkdir(self._mnt)
         self._holder: subprocess.Popen | None = None
