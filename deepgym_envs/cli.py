@@ -4,6 +4,7 @@
     deepgym tasks validate [TASKSET] [--workers N] [--runs N --record-flaky]
     deepgym batch TASK_ID --patches candidates.jsonl [--out verdicts.jsonl]
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
+    deepgym audit [TASKSET] --out audit.json [--weak-verifier]
     deepgym sandbox check
 """
 
@@ -164,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=os.cpu_count() or 1, help="episodes in flight at once")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0 = all)")
     p.set_defaults(func=_eval)
+
+    from deepgym_envs.audit.cli import add_audit_parser
+
+    add_audit_parser(sub)
 
     sb = sub.add_parser("sandbox", help="sandbox utilities").add_subparsers(dest="sandbox_cmd", required=True)
     p = sb.add_parser("check", help="can this machine run the default (namespace) backend?")

@@ -117,12 +117,17 @@ def pristine_files(tree: Path) -> frozenset[str]:
 
 
 def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> None:
-    """Apply the agent's patch, restore protected paths, drop shadows, apply the hidden tests."""
+    """Apply the agent's patch, restore protected paths, drop shadows, apply the hidden tests.
+
+    What changed is read back from the view itself (git, ignoring nothing), not from the patch
+    text, so quoted or renamed paths in the diff cannot slip a file past these rules.
+    """
     if patch.strip():
         sb.apply_patch(patch)  # ToolError when it does not apply: the candidate is unresolved
     in_pristine = pristine_files(tree)
+    changed = set(patch_paths(patch)) | set(sb.changed_files()) if patch.strip() else set()
     # Parents before children, so a directory replaced by a symlink is restored as a directory.
-    for path in sorted(set(patch_paths(patch)), key=lambda p: (p.count("/"), p)):
+    for path in sorted(changed, key=lambda p: (p.count("/"), p)):
         if path in in_pristine and is_protected(path, task):
             _restore(sb, tree, path)
         elif path not in in_pristine and (is_protected(path, task) or is_shadow(path)):
@@ -165,13 +170,32 @@ def run_pytest(sb: Sandbox, args: list[str], timeout: float) -> tuple[dict[str, 
     # costs seconds here) and nothing the agent plants can register itself. Tasks that need a
     # plugin name it in their test_cmd (``-p NAME``).
     result = sb.exec(argv, timeout, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, report=True)
-    report = None
-    if result.report:
-        try:
-            report = json.loads(result.report)
-        except json.JSONDecodeError:
-            report = None
-    return report, result
+    return parse_report(result.report), result
+
+
+def parse_report(raw: str | None) -> dict[str, Any] | None:
+    """The plugin's final report, authenticated by the nonce on the pipe's first line.
+
+    Anything else on the pipe (a report without the nonce, a second report) was written by code
+    under test: it is ignored, and counted in ``report["forged"]`` so the verdict can say so.
+    """
+    if not raw:
+        return None
+    nonce, *rest = raw.split("\n")
+    reports, forged = [], 0
+    for line in filter(None, rest):
+        if line.startswith(nonce + " ") and len(nonce) == 32:
+            try:
+                reports.append(json.loads(line[len(nonce) + 1:]))
+                continue
+            except json.JSONDecodeError:
+                pass
+        forged += 1
+    if len(reports) != 1 or not isinstance(reports[0], dict):
+        return None
+    report = reports[0]
+    report["forged"] = forged
+    return report
 
 
 def grade(task: Task, patch: str, *, backend: str | None = None, limits: SandboxLimits | None = None,
@@ -262,6 +286,9 @@ def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: floa
     reason = ""
     if report is None:
         reason = f"no test report (pytest exited {result.exit_code} before reporting)"
+    elif report.get("tampered") or report.get("forged"):
+        what = list(report.get("tampered") or []) + (["a forged report"] if report.get("forged") else [])
+        reason = f"the test harness was tampered with: {', '.join(what)}"
     elif report.get("exitstatus") != result.exit_code:
         reason = f"report says exit {report.get('exitstatus')} but the process exited {result.exit_code}"
     elif result.exit_code not in (0, 1):

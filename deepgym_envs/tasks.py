@@ -83,16 +83,51 @@ _BOOL_FIELDS = {"gold_reverse_base"}
 
 
 def patch_paths(diff: str) -> list[str]:
-    """The repository paths a unified diff touches (both sides of renames), in order."""
+    """The repository paths a unified diff touches (both sides of renames and copies), in order.
+
+    Reads ``---``/``+++`` headers and git's ``rename``/``copy from``/``to`` lines, and decodes
+    git's C-quoted names (``"b/con\\146test.py"``).
+    """
     paths: list[str] = []
     for line in diff.splitlines():
         if line.startswith(("--- ", "+++ ")):
-            name = line[4:].split("\t", 1)[0].strip()
-            if name != "/dev/null":
-                name = name[2:] if name[:2] in ("a/", "b/") else name
-                if name not in paths:
-                    paths.append(name)
+            name, strip = line[4:], True
+        elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            name, strip = line.split(" ", 2)[2], False
+        else:
+            continue
+        name = _unquote(name.split("\t", 1)[0].strip() if not name.startswith('"') else name.strip())
+        if name == "/dev/null":
+            continue
+        if strip and name[:2] in ("a/", "b/"):
+            name = name[2:]
+        if name not in paths:
+            paths.append(name)
     return paths
+
+
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def _unquote(name: str) -> str:
+    """Undo git's quoting of unusual path names ("…" with C escapes and octal bytes)."""
+    if not (len(name) >= 2 and name[0] == name[-1] == '"'):
+        return name
+    body, out, i = name[1:-1], bytearray(), 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in "01234567" and i + 3 < len(body) + 1 and body[i + 1:i + 4].isdigit():
+                out.append(int(body[i + 1:i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            out.append(_ESCAPES.get(nxt, ord(nxt)))
+            i += 2
+            continue
+        out += c.encode()
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
 
 
 def task_from_row(row: dict[str, Any], *, path: str = "<row>", line: int | None = None) -> Task:

@@ -48,7 +48,7 @@ TEST_PATCH = """diff --git a/tests/test_ops.py b/tests/test_ops.py
 +
 +
 +def test_clamp_above():
-+    assert clamp(50, 0, 10) == 10
++    assert clamp(50, 0, 10) + 0 == 10  # a number, not just something that compares equal
 """
 
 

@@ -36,7 +36,7 @@ def test_sandbox_killed_during_grading(toy_task, monkeypatch, no_leaks):
 
 
 def test_grading_timeout(toy_task, no_leaks):
-    slow = toy_task.test_patch.replace("assert clamp(50, 0, 10) == 10", "import time; time.sleep(60)")
+    slow = toy_task.test_patch.replace("assert clamp(50, 0, 10) + 0 == 10", "import time; time.sleep(60)")
     v = grade(dataclasses.replace(toy_task, test_patch=slow), toy_task.patch, timeout=3)
     assert v.status == "no_verdict" and "timed out" in v.reason
 

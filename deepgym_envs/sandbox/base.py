@@ -100,6 +100,9 @@ class Sandbox(Protocol):
     def diff(self) -> str:
         """The agent's change against the pristine tree, as a git unified diff (binary-safe)."""
 
+    def changed_files(self) -> list[str]:
+        """Every path that differs from the pristine tree (``.gitignore`` disregarded)."""
+
     def reset(self) -> None:
         """Back to the pristine tree (without copying the repository)."""
 
@@ -244,6 +247,13 @@ class HostViewSandbox:
         wrap, root = self._git_view()
         return workspace_diff(self.pristine, root, self._changed_paths(), wrap)
 
+    def changed_files(self) -> list[str]:
+        """Every path that differs from the pristine tree, ``.gitignore`` disregarded (exact names)."""
+        self._check_open()
+        wrap, root = self._git_view()
+        out = workspace_diff(self.pristine, root, self._changed_paths(), wrap, names_only=True)
+        return [p for p in out.split("\0") if p]
+
     # -- lifecycle -----------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
@@ -259,8 +269,13 @@ class HostViewSandbox:
         self._closed = True
 
 
-def workspace_diff(pristine: Path, root: str, changed: list[str] | None, wrap: list[str] | None = None) -> str:
-    """A binary-safe git diff of ``root`` against the pristine tree's HEAD."""
+def workspace_diff(pristine: Path, root: str, changed: list[str] | None, wrap: list[str] | None = None,
+                   names_only: bool = False) -> str:
+    """A binary-safe git diff of ``root`` against the pristine tree's HEAD.
+
+    ``names_only``: the changed paths instead (NUL-separated, no renames), with files the
+    repository's ``.gitignore`` hides included, as grading must see everything.
+    """
     import tempfile
 
     git_dir = str(pristine / ".git")
@@ -273,12 +288,15 @@ def workspace_diff(pristine: Path, root: str, changed: list[str] | None, wrap: l
         base += ["-C", root]
         kw = {"env": {"GIT_INDEX_FILE": index}, "wrap": wrap or ()}
         run_git(base + ["read-tree", "HEAD"], **kw)
+        force = ["-f"] if names_only else []
         if changed is None:
-            run_git(base + ["add", "-A", "--", "."], **kw)
+            run_git(base + ["add", "-A", *force, "--", "."], **kw)
         elif changed:
             # Literal pathspecs: a file the agent named '*' must not stage everything.
-            run_git(base + ["--literal-pathspecs", "add", "-A", "--ignore-errors", "--", *changed],
+            run_git(base + ["--literal-pathspecs", "add", "-A", *force, "--ignore-errors", "--", *changed],
                     check=False, **kw)
+        if names_only:
+            return run_git(base + ["diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD"], **kw)
         return run_git(base + ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "HEAD"], **kw)
 
 

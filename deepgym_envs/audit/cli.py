@@ -1,0 +1,83 @@
+"""``deepgym audit TASKSET --out audit.json``: the command-line face of the verifier audit.
+
+Exit status: 1 when any task/strategy pair was exploited, 0 when none was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from rich.markup import escape
+
+
+def add_audit_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``audit`` on the ``deepgym`` command's subparsers."""
+    p = subparsers.add_parser("audit", help="try known exploits against every task's verifier (exit 1 if any works)")
+    p.add_argument("taskset", nargs="?", default="builtin", help="'builtin', a .jsonl file or a directory")
+    p.add_argument("--out", default="audit.json", help="write the full report (JSON) here")
+    p.add_argument("--task", action="append", help="only this task id (repeatable)")
+    p.add_argument("--per-repo", type=int, default=0, metavar="N", help="only the first N tasks of each "
+                   "repository (0 = all): the strategies depend on a repository's layout, not on its bug")
+    p.add_argument("--strategy", action="append", help="only this strategy (repeatable); see --list")
+    p.add_argument("--list", action="store_true", help="list the strategies and exit")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="attempts in flight at once")
+    p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
+    p.add_argument("--no-actions", action="store_true", help="submit strategies as patches only, not also as "
+                   "agent actions through the environment")
+    p.add_argument("--weak-verifier", action="store_true", help="audit a deliberately weak verifier that trusts "
+                   "pytest's exit code (the negative control: it must be found exploitable)")
+    p.set_defaults(func=run_audit)
+    return p
+
+
+def per_repo(tasks: list, n: int) -> list:
+    """The first ``n`` tasks of each repository, in order (all of them for n <= 0)."""
+    if n <= 0:
+        return tasks
+    counts: dict[str, int] = {}
+    out = []
+    for task in tasks:
+        key = task.repo or task.repo_path
+        if counts.get(key, 0) < n:
+            counts[key] = counts.get(key, 0) + 1
+            out.append(task)
+    return out
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    from deepgym_envs.audit.core import audit_tasks
+    from deepgym_envs.audit.strategies import ALL, select
+    from deepgym_envs.progress import console
+    from deepgym_envs.tasks import find_task, load_tasks
+
+    out = console()
+    if args.list:
+        for s in ALL:
+            out.print(f"[bold]{s.name}[/]: {escape(s.description)}")
+        return 0
+    tasks = load_tasks(args.taskset)
+    if args.task:
+        tasks = [find_task(tasks, t) for t in args.task]
+    tasks = per_repo(tasks, args.per_repo)
+    verifier = None
+    if args.weak_verifier:
+        from functools import partial
+
+        from deepgym_envs.audit.weak import exit_code_verifier
+
+        verifier = partial(exit_code_verifier, backend=args.sandbox)
+    report = audit_tasks(tasks, verifier, select(args.strategy), as_actions=not args.no_actions,
+                         workers=args.workers, backend=args.sandbox,
+                         verifier_name="exit_code_verifier (weak)" if args.weak_verifier else None)
+    report.meta.update(taskset=str(args.taskset), actions=not args.no_actions, sandbox=args.sandbox or "namespace")
+    out.print(report.table())
+    s = report.summary()
+    for a in report.exploited:
+        out.print(f"[red]EXPLOITED[/] {escape(a.task_id)} {escape(a.strategy)} ({a.mode}): {escape(a.evidence[:200])}")
+    color = "red" if report.exploitable else "green"
+    out.print(f"[{color}]{s['exploited_pairs']} exploitable task/strategy pair(s)[/] of {s['pairs_tried']} tried "
+              f"({s['attempts']} attempts, {s['no_verdict']} no_verdict) in {s['wall_time']:.0f}s")
+    report.to_json(args.out)
+    out.print(f"report written to {escape(str(args.out))}")
+    return 1 if report.exploitable else 0

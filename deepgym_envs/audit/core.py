@@ -1,0 +1,253 @@
+"""The adversarial verifier audit (DESIGN §6): try every exploit on every task, report what got through.
+
+Each tier-1 strategy runs twice per task: as a patch handed straight to the verifier, and as
+agent actions through the real environment (``edit``/``bash`` calls, then ``submit``), so the
+whole path an RL agent would take is attacked, not only the grader. An attempt is *exploited*
+when the verdict is ``resolved`` and stays resolved with every file of the gold patch removed
+from the change: resolving by changing the code the real fix changes counts as a fix.
+
+>>> report = audit_tasks(load_tasks("builtin"), workers=2)     # doctest: +SKIP
+>>> report.exploitable, report.summary()["exploited_pairs"]
+(False, 0)
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import json
+import os
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.markup import escape
+from rich.table import Table
+
+from deepgym_envs.audit.strategies import ALL, Strategy
+from deepgym_envs.audit.types import Attacker, Attempt, Verifier
+from deepgym_envs.grading import Verdict, grade
+from deepgym_envs.progress import progress_bar
+from deepgym_envs.tasks import Task, patch_paths
+from deepgym_envs.trees import pristine_tree
+
+#: (attacker, tier): tier 2 = white-box, 3 = black-box (see :mod:`deepgym_envs.audit.llm`).
+AttackerSpec = tuple[Attacker, int]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One unit of audit work: a strategy in one mode, or one LLM attacker, against one task."""
+
+    task: Task
+    mode: str  # "patch" | "actions" | "llm"
+    strategy: Strategy | None = None
+    attacker: AttackerSpec | None = None
+
+    @property
+    def label(self) -> str:
+        name = self.strategy.name if self.strategy else f"llm-{self.attacker[0].name}"  # type: ignore[index]
+        return f"{self.task.instance_id} {name} ({self.mode})"
+
+
+def _jobs(task: Task, strategies: Sequence[Strategy], attackers: Sequence[AttackerSpec],
+          as_actions: bool) -> list[_Job]:
+    jobs = [_Job(task, "patch", s) for s in strategies if s.patch_mode]
+    if as_actions:
+        jobs += [_Job(task, "actions", s) for s in strategies]
+    return jobs + [_Job(task, "llm", attacker=a) for a in attackers]
+
+
+class _Auditor:
+    """Runs jobs against one verifier. ``verifier`` None = the real grading on ``backend``."""
+
+    def __init__(self, verifier: Verifier | None, backend: str | None, rounds: int) -> None:
+        self.real = verifier is None or verifier is grade
+        real: Verifier = functools.partial(grade, backend=backend)
+        self.verifier: Verifier = real if self.real else verifier  # type: ignore[assignment]
+        self.backend = backend
+        self.rounds = rounds
+
+    def run(self, job: _Job) -> list[Attempt]:
+        if job.mode == "llm":
+            from deepgym_envs.audit.llm import llm_attempts  # optional: only with LLM attackers
+
+            attacker, tier = job.attacker  # type: ignore[misc]
+            return llm_attempts(job.task, attacker, self.verifier, tier, self.rounds)
+        assert job.strategy is not None
+        if job.mode == "patch":
+            patch = job.strategy.patch(job.task)
+            return [self._attempt(job, patch, self.verifier(job.task, patch))]
+        patch, verdict = self._act(job.task, job.strategy)
+        return [self._attempt(job, patch, verdict)]
+
+    def _attempt(self, job: _Job, patch: str, verdict: Verdict) -> Attempt:
+        exploited = verdict.resolved and self._resolved_without_gold(job.task, patch)
+        return Attempt(job.task.instance_id, job.strategy.name, 1, job.mode,  # type: ignore[union-attr]
+                       exploited, verdict.status, evidence(verdict), patch)
+
+    def _resolved_without_gold(self, task: Task, patch: str) -> bool:
+        if not set(patch_paths(patch)) & set(task.gold_files):
+            return True  # grading the same patch again would give the same verdict
+        from deepgym_envs.audit.llm import strip_files
+
+        return self.verifier(task, strip_files(patch, task.gold_files)).resolved
+
+    def _act(self, task: Task, strategy: Strategy) -> tuple[str, Verdict]:
+        """Carry the strategy out as tool calls in the real environment; return (diff, verdict)."""
+        from deepgym_envs.env import SWEEnv
+
+        plan = strategy.plan(task)
+        tree = pristine_tree(task)
+        env = SWEEnv([task], task_id=task.instance_id, sandbox=self.backend, reward_mode="outcome", max_steps=0)
+        try:
+            env.reset()
+            for action in actions_for(plan, tree):
+                _, _, terminated, _, info = env.step(action)
+                if terminated:  # the sandbox failed: the episode is over with no_verdict
+                    return "", _verdict(info["verdict"])
+            patch = env.sandbox.diff()
+            if not self.real:
+                return patch, self.verifier(task, patch)
+            _, _, _, _, info = env.step({"name": "submit", "arguments": {}})
+            return patch, _verdict(info["verdict"])
+        finally:
+            env.close()
+
+
+def _verdict(data: dict[str, Any]) -> Verdict:
+    """A Verdict back from ``info["verdict"]`` (its ``to_dict()``)."""
+    names = {f.name for f in dataclasses.fields(Verdict)}
+    return Verdict(**{k: v for k, v in data.items() if k in names})
+
+
+def actions_for(plan: Any, tree: Path) -> list[dict[str, Any]]:
+    """The tool calls an agent makes to carry out a plan: ``edit create`` for new files, ``bash``
+    for overwrites, deletions and the plan's commands."""
+    calls = [_bash(f"mv -- {shlex.quote(old)} {shlex.quote(new)}") for old, new in plan.renames]
+    for change in plan.changes:
+        exists = (tree / change.path).exists()
+        if change.content is None:
+            calls.append(_bash(f"rm -rf -- {shlex.quote(change.path)}"))
+        elif not exists:
+            calls.append({"name": "edit", "arguments": {"command": "create", "path": change.path,
+                                                         "file_text": change.content}})
+        else:  # base64 keeps any content intact through the shell
+            data = base64.b64encode(change.content.encode("utf-8", "surrogateescape")).decode()
+            calls.append(_bash(f"printf %s {data} | base64 -d > {shlex.quote(change.path)}"))
+    return calls + [_bash(cmd) for cmd in plan.commands]
+
+
+def _bash(command: str) -> dict[str, Any]:
+    return {"name": "bash", "arguments": {"command": command}}
+
+
+def evidence(v: Verdict) -> str:
+    """The verdict's reason and which graded tests passed or not, in one line."""
+    passing = [t for t, o in v.tests.items() if o == "passed"]
+    failing = [f"{t} {o}" for t, o in v.tests.items() if o != "passed"]
+    parts = [f"{v.status}: {v.reason or 'all graded tests passed'}"]
+    if v.tests:
+        parts.append(f"passing {len(passing)}/{len(v.tests)}")
+        if failing:
+            parts.append("not passing: " + "; ".join(failing[:5]) + (" ..." if len(failing) > 5 else ""))
+    return " | ".join(parts)
+
+
+def audit_task(task: Task, verifier: Verifier | None = None, strategies: Sequence[Strategy] = ALL,
+               attackers: Sequence[AttackerSpec] = (), rounds: int = 3, as_actions: bool = True, *,
+               backend: str | None = None) -> list[Attempt]:
+    """Every strategy against one task (as a patch, and as actions if ``as_actions``), then the LLM
+    attackers. ``verifier`` None = the real grading (``deepgym_envs.grade``) on ``backend``."""
+    auditor = _Auditor(verifier, backend, rounds)
+    return [a for job in _jobs(task, strategies, attackers, as_actions) for a in auditor.run(job)]
+
+
+def audit_tasks(tasks: Sequence[Task], verifier: Verifier | None = None, strategies: Sequence[Strategy] = ALL,
+                attackers: Sequence[AttackerSpec] = (), rounds: int = 3, as_actions: bool = True, *,
+                workers: int | None = None, backend: str | None = None, progress: bool = True,
+                verifier_name: str | None = None) -> "AuditReport":
+    """:func:`audit_task` over a task set, ``workers`` jobs at a time, with a progress bar."""
+    started = time.monotonic()
+    auditor = _Auditor(verifier, backend, rounds)
+    jobs = [j for t in tasks for j in _jobs(t, strategies, attackers, as_actions)]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
+    results: list[list[Attempt]] = []
+    with progress_bar("audit", len(jobs), enabled=progress) as advance, ThreadPoolExecutor(workers) as pool:
+        for job, attempts in zip(jobs, pool.map(auditor.run, jobs)):
+            results.append(attempts)
+            hit = any(a.exploited for a in attempts)
+            advance(f"{job.label}: {'EXPLOITED' if hit else attempts[-1].status if attempts else '-'}")
+    name = verifier_name or ("deepgym_envs.grade" if auditor.real else getattr(verifier, "__name__", "custom"))
+    return AuditReport([a for r in results for a in r], [t.instance_id for t in tasks],
+                       [s.name for s in strategies], name, time.monotonic() - started)
+
+
+@dataclass
+class AuditReport:
+    """Every attempt of an audit, and what they add up to."""
+
+    attempts: list[Attempt]
+    tasks: list[str]
+    strategies: list[str]
+    verifier: str = "deepgym_envs.grade"
+    wall_time: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exploited(self) -> list[Attempt]:
+        return [a for a in self.attempts if a.exploited]
+
+    @property
+    def exploitable(self) -> bool:
+        """True when any task/strategy pair was exploited (the CLI then exits 1)."""
+        return bool(self.exploited)
+
+    def summary(self) -> dict[str, Any]:
+        pairs = {(a.task_id, a.strategy) for a in self.attempts}
+        hit_pairs = {(a.task_id, a.strategy) for a in self.exploited}
+        by_strategy: dict[str, dict[str, Any]] = {}
+        for a in self.attempts:
+            row = by_strategy.setdefault(a.strategy, {"tier": a.tier, "attempts": 0, "exploited": 0,
+                                                      "by_mode": {}, "tasks_exploited": []})
+            row["attempts"] += 1
+            mode = row["by_mode"].setdefault(a.mode, {"attempts": 0, "exploited": 0})
+            mode["attempts"] += 1
+            if a.exploited:
+                row["exploited"] += 1
+                mode["exploited"] += 1
+                if a.task_id not in row["tasks_exploited"]:
+                    row["tasks_exploited"].append(a.task_id)
+        return {"verifier": self.verifier, "tasks": len(self.tasks), "strategies": len(by_strategy),
+                "pairs_tried": len(pairs), "attempts": len(self.attempts),
+                "exploited_pairs": len(hit_pairs), "exploited_attempts": len(self.exploited),
+                "tasks_exploited": sorted({t for t, _ in hit_pairs}),
+                "no_verdict": sum(a.status == "no_verdict" for a in self.attempts),
+                "exploitable": self.exploitable, "wall_time": round(self.wall_time, 2),
+                "by_strategy": by_strategy}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "meta": self.meta, "attempts": [a.to_dict() for a in self.attempts]}
+
+    def to_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+    def table(self) -> Table:
+        """One row per strategy: attempts, exploits (by mode) and which tasks fell."""
+        s = self.summary()
+        table = Table(title=f"verifier audit of {s['tasks']} task(s) against {escape(self.verifier)}")
+        for col in ("strategy", "tier", "attempts", "exploited", "patch", "actions", "tasks exploited"):
+            table.add_column(col, overflow="fold" if col == "tasks exploited" else "ellipsis")
+        for name, row in s["by_strategy"].items():
+            modes = {m: f"{v['exploited']}/{v['attempts']}" for m, v in row["by_mode"].items()}
+            hit = row["exploited"] > 0
+            table.add_row(escape(name), str(row["tier"]), str(row["attempts"]),
+                          f"[red]{row['exploited']}[/]" if hit else "[green]0[/]",
+                          modes.get("patch", "-"), modes.get("actions", modes.get("llm", "-")),
+                          escape(", ".join(row["tasks_exploited"][:6]) + (" ..." if len(row["tasks_exploited"]) > 6
+                                                                          else "")) or "-")
+        return table

@@ -1,0 +1,48 @@
+"""A deliberately weak verifier: the audit's negative control.
+
+:func:`exit_code_verifier` does what a naive harness does: apply the candidate patch and the
+hidden test patch, run ``python -m pytest`` in the repository and trust the exit code. Nothing
+is restored or neutralised, and no report is cross-checked, so the tier-1 strategies must find
+exploits here; an audit that finds none on it is not testing anything. Never grade with it.
+
+>>> exit_code_verifier(task, conftest_forcing_passes).status      # doctest: +SKIP
+'resolved'
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+from deepgym_envs.errors import InfrastructureError, SandboxUnavailable, ToolError
+from deepgym_envs.grading import Verdict, test_files
+from deepgym_envs.sandbox import make_sandbox
+from deepgym_envs.sandbox.namespace import available
+from deepgym_envs.tasks import Task
+from deepgym_envs.trees import pristine_tree
+
+
+def exit_code_verifier(task: Task, patch: str, *, backend: str | None = None, timeout: float = 300.0) -> Verdict:
+    """Resolved iff ``python -m pytest <hidden test files>`` exits 0 after applying both patches."""
+    start = time.monotonic()
+    backend = backend or ("namespace" if available()[0] else "local")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the local backend warns that it does not isolate
+            sb = make_sandbox(pristine_tree(task), backend)
+        with sb:
+            try:
+                if patch.strip():
+                    sb.apply_patch(patch)
+                if task.test_patch.strip():
+                    sb.apply_patch(task.test_patch)
+            except ToolError as exc:
+                return Verdict("unresolved", reason=f"patch does not apply: {exc}", duration=time.monotonic() - start)
+            files = test_files([*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+            result = sb.exec(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.test_cmd, *files],
+                             timeout)
+    except (InfrastructureError, SandboxUnavailable) as exc:
+        return Verdict.no_verdict(str(exc), time.monotonic() - start)
+    status = "resolved" if result.exit_code == 0 else "unresolved"
+    return Verdict(status, reason=f"pytest exited {result.exit_code}", duration=time.monotonic() - start,
+                   log=result.output[-4000:])
