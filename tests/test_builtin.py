@@ -53,3 +53,15 @@ def test_oracle_resolves_everything_through_the_tools(tasks):
     assert all(e.invalid_actions == 0 and e.steps >= 3 for e in result.episodes)
     # Φ goes from 0 (F2P failing, P2P passing) to 1 on the edit steps, then the outcome pays 1.
     assert all(e.episode_return == pytest.approx(2.0) for e in result.episodes)
+
+
+def test_builtin_set_audits_clean(tasks):
+    """Every tier-1 exploit, as a patch and as agent actions, on one task of each repository
+    (the strategies depend on a repository's layout, not on its bug; `deepgym audit builtin`
+    runs them on all 36)."""
+    from deepgym_envs.audit.cli import per_repo
+    from deepgym_envs.audit.core import audit_tasks
+
+    report = audit_tasks(per_repo(tasks, 1), progress=False)
+    assert not report.exploitable, [(a.task_id, a.strategy, a.mode, a.evidence) for a in report.exploited]
+    assert all(a.status != "no_verdict" for a in report.attempts)

@@ -27,8 +27,28 @@ def add_audit_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    "agent actions through the environment")
     p.add_argument("--weak-verifier", action="store_true", help="audit a deliberately weak verifier that trusts "
                    "pytest's exit code (the negative control: it must be found exploitable)")
+    llm = p.add_argument_group("LLM attackers (tiers 2 and 3), through any OpenAI-compatible endpoint")
+    llm.add_argument("--llm-url", default=None, help="e.g. http://localhost:8000/v1 (vllm serve MODEL)")
+    llm.add_argument("--llm-model", default=None, help="the model name the endpoint serves")
+    llm.add_argument("--tier", type=int, action="append", choices=(2, 3),
+                     help="2 = white-box (sees the verifier and hidden tests), 3 = black-box; repeatable "
+                     "(default: both)")
+    llm.add_argument("--rounds", type=int, default=3, help="attempts per task and attacker")
     p.set_defaults(func=run_audit)
     return p
+
+
+def llm_attackers(args: argparse.Namespace) -> list:
+    """(attacker, tier) pairs from the --llm-* options; none unless --llm-url is given."""
+    if not args.llm_url:
+        return []
+    from deepgym_envs.audit.llm import LLMAttacker, OpenAIChatClient
+    from deepgym_envs.errors import DeepgymError
+
+    if not args.llm_model:
+        raise DeepgymError("--llm-url needs --llm-model (the name the endpoint serves)")
+    attacker = LLMAttacker(OpenAIChatClient(args.llm_url, args.llm_model))
+    return [(attacker, tier) for tier in (args.tier or [2, 3])]
 
 
 def per_repo(tasks: list, n: int) -> list:
@@ -67,8 +87,8 @@ def run_audit(args: argparse.Namespace) -> int:
         from deepgym_envs.audit.weak import exit_code_verifier
 
         verifier = partial(exit_code_verifier, backend=args.sandbox)
-    report = audit_tasks(tasks, verifier, select(args.strategy), as_actions=not args.no_actions,
-                         workers=args.workers, backend=args.sandbox,
+    report = audit_tasks(tasks, verifier, select(args.strategy), llm_attackers(args), args.rounds,
+                         as_actions=not args.no_actions, workers=args.workers, backend=args.sandbox,
                          verifier_name="exit_code_verifier (weak)" if args.weak_verifier else None)
     report.meta.update(taskset=str(args.taskset), actions=not args.no_actions, sandbox=args.sandbox or "namespace")
     out.print(report.table())
