@@ -47,7 +47,8 @@ def median_ms(samples: list[float]) -> float:
 
 
 def bench_backend(task, backend: str, repeats: int) -> dict:
-    env = SWEEnv([task], sandbox=backend, max_steps=0, record_timing=True)
+    # outcome mode: this measures the tools themselves; process shaping adds a (cached) grading.
+    env = SWEEnv([task], sandbox=backend, max_steps=0, record_timing=True, reward_mode="outcome")
     try:
         env.reset(options={"task_id": task.instance_id})  # builds the pristine tree and the sandbox
         resets, steps = [], {name: [] for name in STEPS}
