@@ -88,6 +88,9 @@ def _build(src: Path, base_commit: str, reverse_patch: str, out: Path, instance_
         _git_apply(repo, reverse_patch, reverse=True, what=f"task {instance_id}: gold patch")
     repo.git.add("-A")
     repo.git.commit("-q", "-m", "base", "--no-gpg-sign", env=_GIT_ENV)
+    # One pack instead of a loose object per file: the agent's .git copy is then cheap to restore.
+    repo.git.repack("-a", "-d", "-q")
+    repo.git.prune_packed()
 
 
 def _git_apply(repo: git.Repo, diff: str, *, reverse: bool, what: str) -> None:
