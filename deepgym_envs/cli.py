@@ -132,6 +132,9 @@ def _sandbox_check(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deepgym", description="Multi-turn coding environments: tasks, "
                                      "sandboxes, hidden-test grading.")
+    from deepgym_envs import __version__
+
+    parser.add_argument("--version", action="version", version=f"deepgym-envs {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     tasks = sub.add_parser("tasks", help="list and validate task sets").add_subparsers(dest="tasks_cmd", required=True)
