@@ -5,7 +5,7 @@
     deepgym batch TASK_ID --patches candidates.jsonl [--out verdicts.jsonl]
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
     deepgym audit [TASKSET] --out audit.json [--weak-verifier]
-    deepgym sandbox check
+    deepgym sandbox check | reap
 """
 
 from __future__ import annotations
@@ -129,6 +129,16 @@ def _sandbox_check(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _sandbox_reap(args: argparse.Namespace) -> int:
+    from deepgym_envs.sandbox.reap import reap
+
+    removed = reap()
+    for path in removed:
+        console().print(f"removed {escape(path)}")
+    console().print(f"{len(removed)} leftover(s) of crashed runs removed")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deepgym", description="Multi-turn coding environments: tasks, "
                                      "sandboxes, hidden-test grading.")
@@ -176,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     sb = sub.add_parser("sandbox", help="sandbox utilities").add_subparsers(dest="sandbox_cmd", required=True)
     p = sb.add_parser("check", help="can this machine run the default (namespace) backend?")
     p.set_defaults(func=_sandbox_check)
+    p = sb.add_parser("reap", help="remove temp dirs and cgroups left by crashed runs (dead owners only)")
+    p.set_defaults(func=_sandbox_reap)
     return parser
 
 

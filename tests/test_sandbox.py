@@ -270,3 +270,22 @@ def test_unknown_backend_suggests_the_right_name(tree):
 
     with pytest.raises(DeepgymError, match="Did you mean 'namespace'"):
         make_sandbox(tree, "namespaces")
+
+
+@requires_namespace
+def test_reap_removes_leftovers_of_dead_owners_only(tree, tmp_path):
+    """A crashed owner leaves its temp dir; `deepgym sandbox reap` removes it, and nothing live."""
+    import subprocess
+    import sys
+
+    from deepgym_envs.cli import main
+
+    script = ("import os; from pathlib import Path; from deepgym_envs.sandbox import make_sandbox\n"
+              f"b = make_sandbox(Path({str(tree)!r})); print(b._tmp, flush=True); os.kill(os.getpid(), 9)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    dead_tmp = out.stdout.strip()
+    assert dead_tmp and os.path.isdir(dead_tmp)
+    with make_sandbox(tree, "namespace") as live:
+        assert main(["sandbox", "reap"]) == 0
+        assert not os.path.exists(dead_tmp)
+        assert os.path.isdir(live._tmp) and live.exec(["true"]).exit_code == 0
