@@ -5,6 +5,7 @@
     deepgym batch TASK_ID --patches candidates.jsonl [--out verdicts.jsonl]
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
     deepgym audit [TASKSET] --out audit.json [--weak-verifier]
+    deepgym leaderboard [--results leaderboard/results] [--out leaderboard/index.html]
     deepgym sandbox check | reap
 """
 
@@ -182,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     from deepgym_envs.audit.cli import add_audit_parser
 
     add_audit_parser(sub)
+    from deepgym_envs.leaderboard.cli import add_leaderboard_parser
+
+    add_leaderboard_parser(sub)
 
     sb = sub.add_parser("sandbox", help="sandbox utilities").add_subparsers(dest="sandbox_cmd", required=True)
     p = sb.add_parser("check", help="can this machine run the default (namespace) backend?")

@@ -27,6 +27,14 @@ class TaskFormatError(DeepgymError):
         super().__init__(f"{where}:{what} {message}")
 
 
+class ResultsFormatError(DeepgymError):
+    """An evaluation results file is malformed. Names the file and the field."""
+
+    def __init__(self, path: str, field: str | None, message: str) -> None:
+        self.path, self.field = path, field
+        super().__init__(f"{path}:{f' field {field!r}:' if field else ''} {message}")
+
+
 class UnknownTaskError(DeepgymError, KeyError):
     """A task id that is not in the task set."""
 

@@ -1,0 +1,378 @@
+"""Reading ``deepgym eval`` results files and ranking them.
+
+A results file is what :meth:`deepgym_envs.evaluation.EvalResult.to_dict` writes. Newer files (from
+the LLM agent loop) may also carry a top-level ``model``, ``summary.k``, ``summary.pass_at_k``
+(``{"1": p1, ..., "k": pk}``), ``summary.tokens`` and, per episode, ``rollout_index`` and ``tokens``;
+older files lack them and get sensible defaults (k = 1, pass@k computed from the episodes).
+
+Every field is checked on the way in, so a hand-edited or truncated file is reported by file and
+field (``results/x.json: field 'episodes[3].status': ...``) instead of surfacing as a traceback
+from deep inside the page renderer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, TypeVar
+
+from deepgym_envs.errors import ResultsFormatError
+
+STATUSES = ("resolved", "unresolved", "no_verdict")
+_MISSING: Any = object()
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One episode of a run: the fields the leaderboard shows."""
+
+    task_id: str
+    status: str
+    steps: int = 0
+    episode_return: float = 0.0
+    rollout_index: int = 0
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskCell:
+    """How one run did on one task, over all of its rollouts (one heat-map cell)."""
+
+    resolved: int
+    rollouts: int
+    no_verdict: int
+
+    @property
+    def graded(self) -> int:
+        """Rollouts with a verdict: an infrastructure failure says nothing about the agent."""
+        return self.rollouts - self.no_verdict
+
+    @property
+    def fraction(self) -> float | None:
+        """Resolved fraction over graded rollouts; None when no rollout was graded."""
+        return self.resolved / self.graded if self.graded else None
+
+
+@dataclass
+class Run:
+    """One results file, validated and normalised."""
+
+    path: Path
+    agent: str
+    task_set: str
+    created_at: datetime
+    episodes: list[Episode]
+    model: str | None = None
+    env_id: str = "deepgym/SWE-v0"
+    backend: str = ""
+    tasks: int = 0
+    resolved: int = 0
+    resolved_rate: float = 0.0
+    no_verdict: int = 0
+    mean_steps: float = 0.0
+    wall_time: float = 0.0
+    k: int = 1
+    pass_at_k: dict[int, float] = field(default_factory=dict)
+    tokens: int | None = None
+
+    @property
+    def name(self) -> str:
+        """How the run is labelled: the agent, and the model when there is one."""
+        return f"{self.agent} ({self.model})" if self.model else self.agent
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """Runs with the same key compete for one leaderboard row (the newest wins)."""
+        return (self.agent, self.model or "", self.task_set)
+
+    @property
+    def top_pass(self) -> float:
+        """pass@k at this run's own k (pass@1 = the resolved rate when nothing else is known)."""
+        return self.pass_at_k.get(self.k, self.resolved_rate)
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(resolved, rollouts) over the episodes, so the pair always matches the rate beside it even
+        with k rollouts per task; the summary's counts when a file carries no episodes."""
+        if not self.episodes:
+            return self.resolved, self.tasks
+        return sum(e.status == "resolved" for e in self.episodes), len(self.episodes)
+
+    @property
+    def mean_return(self) -> float:
+        return sum(e.episode_return for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
+
+    def per_task(self) -> dict[str, TaskCell]:
+        """Task id -> resolved/rollouts/no_verdict counts, in the order tasks first appear."""
+        counts: dict[str, list[int]] = {}
+        for e in self.episodes:
+            c = counts.setdefault(e.task_id, [0, 0, 0])
+            c[0] += e.status == "resolved"
+            c[1] += 1
+            c[2] += e.status == "no_verdict"
+        return {task: TaskCell(*c) for task, c in counts.items()}
+
+
+@dataclass
+class Ranked:
+    """A run with its place on the board (ranks restart for each task set)."""
+
+    rank: int
+    run: Run
+
+
+@dataclass
+class Skipped:
+    """A results file that could not be read, and why."""
+
+    path: Path
+    reason: str
+
+
+# --- pass@k ---------------------------------------------------------------------------------------
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task with ``n`` samples of which ``c`` passed (Chen et al., 2021).
+
+    The probability that at least one of ``k`` samples drawn without replacement passes:
+    ``1 - C(n-c, k) / C(n, k)``.
+    """
+    if not 0 < k <= n:
+        raise ValueError(f"pass@{k} needs 1 <= k <= n samples, got n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_at_k_from_episodes(episodes: Iterable[Episode]) -> dict[int, float]:
+    """pass@1..pass@k averaged over tasks, where k is the fewest rollouts any task has.
+
+    A rollout without a verdict counts as not passed, as it does in the resolved rate: a run whose
+    infrastructure failed must not score higher for it. (The heat map shows such rollouts apart.)
+    """
+    samples: dict[str, list[int]] = {}
+    for e in episodes:
+        n_c = samples.setdefault(e.task_id, [0, 0])
+        n_c[0] += 1
+        n_c[1] += e.status == "resolved"
+    if not samples:
+        return {}
+    k_max = min(n for n, _ in samples.values())
+    return {k: sum(pass_at_k(n, c, k) for n, c in samples.values()) / len(samples) for k in range(1, k_max + 1)}
+
+
+# --- reading and checking -------------------------------------------------------------------------
+
+class _Fields:
+    """Typed access to one JSON object, raising :class:`ResultsFormatError` that names the field."""
+
+    def __init__(self, path: Path, obj: Any, where: str) -> None:
+        if not isinstance(obj, dict):
+            raise ResultsFormatError(str(path), where or None, f"expected an object, got {_kind(obj)}")
+        self.path, self.obj, self.where = path, obj, where
+
+    def _name(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def get(self, key: str, kind: Callable[[Any], T], default: Any = _MISSING) -> T:
+        if key not in self.obj or self.obj[key] is None:
+            if default is _MISSING:
+                raise ResultsFormatError(str(self.path), self._name(key), "missing")
+            return default
+        try:
+            return kind(self.obj[key])
+        except (TypeError, ValueError) as exc:
+            raise ResultsFormatError(str(self.path), self._name(key), str(exc)) from None
+
+    def sub(self, key: str, default: Any = _MISSING) -> "_Fields":
+        value = self.obj.get(key, default)
+        if value is _MISSING:
+            raise ResultsFormatError(str(self.path), self._name(key), "missing")
+        return _Fields(self.path, value, self._name(key))
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), type(value).__name__)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a non-empty string, got {_kind(value)}")
+    return value
+
+
+def _int(value: Any) -> int:
+    # bool is an int in Python, but `"steps": true` is a broken file, not one step
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _list(value: Any) -> list:
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list, got {_kind(value)}")
+    return value
+
+
+def _rate(value: Any) -> float:
+    rate = _number(value)
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"expected a fraction in [0, 1], got {value!r}")
+    return rate
+
+
+def _status(value: Any) -> str:
+    if value not in STATUSES:
+        raise ValueError(f"expected one of {', '.join(STATUSES)}, got {value!r}")
+    return value
+
+
+def _tokens(value: Any) -> int:
+    """A token count, or a breakdown such as ``{"prompt": p, "completion": c}`` (its total)."""
+    if isinstance(value, dict):
+        if "total" in value:
+            return _int(value["total"])
+        return sum(_int(v) for v in value.values())
+    return _int(value)
+
+
+def _model(value: Any) -> str:
+    """A model name, or a policy record ``{"model": ..., "version": ...}`` as trajectories carry."""
+    if isinstance(value, dict):
+        name = value.get("model") or value.get("name") or value.get("path")
+        version = value.get("version")
+        return _text(name) + (f"@{version}" if version not in (None, "") else "")
+    return _text(value)
+
+
+def _timestamp(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise ValueError(f"expected an ISO 8601 time, got {_kind(value)}")
+    try:  # Python 3.10's fromisoformat does not accept a trailing Z
+        stamp = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+    except ValueError:
+        raise ValueError(f"expected an ISO 8601 time, got {value!r}") from None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+
+
+def _pass_table(value: Any) -> dict[int, float]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected an object {{\"1\": p1, ...}}, got {_kind(value)}")
+    table = {}
+    for k, p in value.items():
+        if not str(k).isdigit() or int(k) < 1:
+            raise ValueError(f"key {k!r} is not a positive integer k")
+        table[int(k)] = _rate(p)
+    return table
+
+
+def _episode(path: Path, obj: Any, i: int) -> Episode:
+    f = _Fields(path, obj, f"episodes[{i}]")
+    return Episode(task_id=f.get("task_id", _text), status=f.get("status", _status),
+                   steps=f.get("steps", _int, 0), episode_return=f.get("episode_return", _number, 0.0),
+                   rollout_index=f.get("rollout_index", _int, 0), tokens=f.get("tokens", _tokens, None))
+
+
+def parse_run(path: Path, data: Any) -> Run:
+    """Validate one decoded results file; summary fields it lacks are computed from the episodes."""
+    top = _Fields(path, data, "")
+    raw_episodes = top.get("episodes", _list)
+    episodes = [_episode(path, e, i) for i, e in enumerate(raw_episodes)]
+    s = top.sub("summary")
+    n = len(episodes)
+    resolved = sum(e.status == "resolved" for e in episodes)
+    computed_pass = pass_at_k_from_episodes(episodes)
+    run = Run(path=path, agent=top.get("agent", _text), task_set=top.get("task_set", _text),
+              created_at=top.get("created_at", _timestamp), episodes=episodes, model=top.get("model", _model, None),
+              env_id=top.get("env_id", _text, "deepgym/SWE-v0"), backend=top.get("backend", str, ""),
+              tasks=s.get("tasks", _int, len({e.task_id for e in episodes})),
+              resolved=s.get("resolved", _int, resolved), resolved_rate=s.get("resolved_rate", _rate, resolved / n if n else 0.0),
+              no_verdict=s.get("no_verdict", _int, sum(e.status == "no_verdict" for e in episodes)),
+              mean_steps=s.get("mean_steps", _number, sum(e.steps for e in episodes) / n if n else 0.0),
+              wall_time=s.get("wall_time", _number, 0.0), pass_at_k=s.get("pass_at_k", _pass_table, computed_pass),
+              tokens=s.get("tokens", _tokens, None))
+    run.k = s.get("k", _int, max(run.pass_at_k, default=1))
+    if run.tokens is None and episodes and all(e.tokens is not None for e in episodes):
+        run.tokens = sum(e.tokens or 0 for e in episodes)
+    return run
+
+
+def load_run(path: str | Path) -> Run:
+    """Read and validate one results file. Raises :class:`ResultsFormatError` naming the file and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultsFormatError(str(path), None, f"cannot be read: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsFormatError(str(path), None, f"not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                                 f"{exc.msg})") from None
+    return parse_run(path, data)
+
+
+def load_runs(directory: str | Path, *, strict: bool = False) -> tuple[list[Run], list[Skipped]]:
+    """Every ``*.json`` under ``directory``; malformed files are skipped and listed (or raise, if strict)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ResultsFormatError(str(directory), None, "is not a directory of results; write one with "
+                                 "`deepgym eval --agent NAME --out DIR/NAME.json`")
+    runs: list[Run] = []
+    skipped: list[Skipped] = []
+    for path in sorted(directory.rglob("*.json")):
+        try:
+            runs.append(load_run(path))
+        except ResultsFormatError as exc:
+            if strict:
+                raise
+            skipped.append(Skipped(path, str(exc)))
+    return runs, skipped
+
+
+# --- ranking --------------------------------------------------------------------------------------
+
+def newest_per_key(runs: Iterable[Run]) -> list[Run]:
+    """One run per (agent, model, task set): the newest (the file name breaks a same-second tie)."""
+    best: dict[tuple[str, str, str], Run] = {}
+    for run in runs:
+        kept = best.get(run.key)
+        if kept is None or (run.created_at, run.path.name) > (kept.created_at, kept.path.name):
+            best[run.key] = run
+    return list(best.values())
+
+
+def _order(run: Run) -> tuple:
+    # Better first: more resolved, then higher pass@k; on a tie, fewer infrastructure failures (a
+    # cleaner measurement), fewer steps and tokens (cheaper), then the older run (it got there first).
+    nv_rate = run.no_verdict / len(run.episodes) if run.episodes else 0.0
+    return (-run.resolved_rate, -run.top_pass, nv_rate, run.mean_steps,
+            run.tokens if run.tokens is not None else math.inf, run.created_at, run.name, str(run.path))
+
+
+def _tie(run: Run) -> tuple:
+    return _order(run)[:5]
+
+
+def rank(runs: Iterable[Run], *, every_run: bool = False) -> dict[str, list[Ranked]]:
+    """Task set -> its runs, best first, with ranks (runs equal on every metric share a rank)."""
+    chosen = list(runs) if every_run else newest_per_key(runs)
+    board: dict[str, list[Ranked]] = {}
+    for task_set in sorted({r.task_set for r in chosen}):
+        ordered = sorted((r for r in chosen if r.task_set == task_set), key=_order)
+        ranked: list[Ranked] = []
+        for i, run in enumerate(ordered):
+            same = ranked and _tie(ranked[-1].run) == _tie(run)
+            ranked.append(Ranked(ranked[-1].rank if same else i + 1, run))
+        board[task_set] = ranked
+    return board
