@@ -165,6 +165,14 @@ def test_cli_skips_a_malformed_file_with_a_warning(results_dir: Path, tmp_path: 
     assert "Skipped results files" in page and "episodes[1].status" in page
 
 
+def test_predictions_files_beside_the_results_are_not_warned_about(results_dir: Path) -> None:
+    write(results_dir, "openai.predictions.json", [{"instance_id": TASKS[0], "model_name_or_path": "m",
+                                                    "model_patch": "diff --git a/x b/x"}])
+    write(results_dir, "by-id.json", {TASKS[0]: {"instance_id": TASKS[0], "model_patch": ""}})
+    runs, skipped = load_runs(results_dir)
+    assert len(runs) == 3 and not skipped
+
+
 def test_cli_strict_turns_the_warning_into_an_error(results_dir: Path, tmp_path: Path, capsys) -> None:
     write(results_dir, "bad.json", "[1, 2]")
     assert main(["leaderboard", "--results", str(results_dir), "--out", str(tmp_path / "i.html"), "--strict"]) == 2

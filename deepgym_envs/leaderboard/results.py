@@ -307,23 +307,38 @@ def parse_run(path: Path, data: Any) -> Run:
     return run
 
 
-def load_run(path: str | Path) -> Run:
-    """Read and validate one results file. Raises :class:`ResultsFormatError` naming the file and field."""
-    path = Path(path)
+def _read_json(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ResultsFormatError(str(path), None, f"cannot be read: {exc}") from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsFormatError(str(path), None, f"not valid JSON (line {exc.lineno}, column {exc.colno}: "
                                  f"{exc.msg})") from None
-    return parse_run(path, data)
+
+
+def is_predictions(data: Any) -> bool:
+    """A SWE-bench predictions file (a list, or a dict by instance id, of ``{instance_id, model_patch}``).
+
+    ``deepgym eval`` may write one beside the results; it is not a malformed results file.
+    """
+    items = data if isinstance(data, list) else list(data.values()) if isinstance(data, dict) else []
+    return bool(items) and all(isinstance(i, dict) and "model_patch" in i for i in items)
+
+
+def load_run(path: str | Path) -> Run:
+    """Read and validate one results file. Raises :class:`ResultsFormatError` naming the file and field."""
+    path = Path(path)
+    return parse_run(path, _read_json(path))
 
 
 def load_runs(directory: str | Path, *, strict: bool = False) -> tuple[list[Run], list[Skipped]]:
-    """Every ``*.json`` under ``directory``; malformed files are skipped and listed (or raise, if strict)."""
+    """Every ``*.json`` under ``directory``; malformed files are skipped and listed (or raise, if strict).
+
+    SWE-bench predictions files found there are passed over in silence.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise ResultsFormatError(str(directory), None, "is not a directory of results; write one with "
@@ -332,7 +347,9 @@ def load_runs(directory: str | Path, *, strict: bool = False) -> tuple[list[Run]
     skipped: list[Skipped] = []
     for path in sorted(directory.rglob("*.json")):
         try:
-            runs.append(load_run(path))
+            data = _read_json(path)
+            if not is_predictions(data):
+                runs.append(parse_run(path, data))
         except ResultsFormatError as exc:
             if strict:
                 raise
