@@ -185,7 +185,8 @@ def bar_chart(title: str, entries: Sequence[Ranked], value: Callable[[Run], list
     """Horizontal bars of the per-agent mean, with every episode's value as a dot on top."""
     series = [(e.run, value(e.run)) for e in entries]
     everything = [v for _, vals in series for v in vals] or [0.0]
-    ticks = _ticks(min(0.0, min(everything)), max(0.0, max(everything)) or 1.0)
+    lo, hi = min(0.0, min(everything)), max(0.0, max(everything))  # bars start at 0, so 0 is on the axis
+    ticks = _ticks(lo, hi if hi > lo else lo + 1.0)
     lo, hi = ticks[0], ticks[-1]
     label_w = max(_text_width(_short(run.name)) for run, _ in series) + 14
     plot_w, row_h, top = 360.0, 24, 26
@@ -251,7 +252,7 @@ def _section(task_set: str, entries: Sequence[Ranked]) -> str:
     note = f' <small>task ids without their shared prefix "{_e(tasks[0][:cut])}"</small>' if cut else ""
     return (f'<section class="task-set" id="ts-{_e(task_set)}"><h2>{_e(task_set)} '
             f'<small>{len(tasks)} tasks · {len(entries)} entr{"y" if len(entries) == 1 else "ies"}</small></h2>'
-            f"{table(task_set, entries)}"
+            f'<div class="scroll">{table(task_set, entries)}</div>'
             f'<h3>Per-task results{note}</h3><div class="scroll">{heatmap(entries)}</div>{legend()}'
             f'<h3>Reward and steps</h3><div class="plots">'
             f'{bar_chart("mean episode return", entries, lambda r: [e.episode_return for e in r.episodes], "returns")}'
@@ -276,6 +277,7 @@ table.board{border-collapse:collapse;width:100%;font-variant-numeric:tabular-num
 .board th[aria-sort=ascending]::after{content:" \\25B2";font-size:10px}
 .board th[aria-sort=descending]::after{content:" \\25BC";font-size:10px}
 .board tbody tr:hover{background:#f6f8fa}.board td:nth-child(2){font-weight:600}
+.board td:nth-child(3){white-space:normal;overflow-wrap:anywhere;min-width:9em;max-width:20em}
 .scroll{overflow-x:auto}svg text{font-family:inherit;fill:var(--fg)}
 .task-label{font-size:11px;fill:var(--muted)}.row-label{font-size:12px}.row-total,.value,.tick{font-size:11px;fill:var(--muted)}
 .cell:hover{stroke:#1f2328;stroke-width:1.5}

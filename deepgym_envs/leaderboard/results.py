@@ -286,13 +286,14 @@ def _episode(path: Path, obj: Any, i: int) -> Episode:
 def parse_run(path: Path, data: Any) -> Run:
     """Validate one decoded results file; summary fields it lacks are computed from the episodes."""
     top = _Fields(path, data, "")
+    agent, task_set = top.get("agent", _text), top.get("task_set", _text)  # checked first: they say what the file is
     raw_episodes = top.get("episodes", _list)
     episodes = [_episode(path, e, i) for i, e in enumerate(raw_episodes)]
     s = top.sub("summary")
     n = len(episodes)
     resolved = sum(e.status == "resolved" for e in episodes)
     computed_pass = pass_at_k_from_episodes(episodes)
-    run = Run(path=path, agent=top.get("agent", _text), task_set=top.get("task_set", _text),
+    run = Run(path=path, agent=agent, task_set=task_set,
               created_at=top.get("created_at", _timestamp), episodes=episodes, model=top.get("model", _model, None),
               env_id=top.get("env_id", _text, "deepgym/SWE-v0"), backend=top.get("backend", str, ""),
               tasks=s.get("tasks", _int, len({e.task_id for e in episodes})),
