@@ -235,7 +235,7 @@ def test_newest_run_per_agent_and_model_unless_all(tmp_path: Path, capsys) -> No
 def test_cli_table_shows_every_entry(results_dir: Path, capsys) -> None:
     assert main(["leaderboard", "--results", str(results_dir), "--no-html"]) == 0
     printed = capsys.readouterr().out
-    for text in ("oracle", "noop", "openai", "Qwen/Qwen3-8B", "3/3 100%", "2/6 33%", "0.667@2", "12k"):
+    for text in ("oracle", "noop", "openai", "Qwen/Qwen3-8B", "3/3 100%", "2/6 33%", "0.667@2", "12.0k"):
         assert text in printed
     assert printed.index("oracle") < printed.index("openai") < printed.index("noop")
 

@@ -61,6 +61,8 @@ def run_leaderboard(args: argparse.Namespace) -> int:
 
 def _table(task_set: str, entries: Sequence[Ranked], *, every_run: bool) -> Table:
     """The terminal view: the page's table, narrowed to fit 80 columns (dates only with --all)."""
+    from deepgym_envs.leaderboard.page import format_tokens
+
     ks = sorted({e.run.k for e in entries})
     mixed_k = len(ks) > 1  # then each row says its own k
     table = Table(title=f"{task_set}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}",
@@ -78,14 +80,9 @@ def _table(task_set: str, entries: Sequence[Ranked], *, every_run: bool) -> Tabl
         row = [str(entry.rank), escape(run.agent), escape(run.model or "-"),
                "%d/%d" % run.counts + f" {100 * run.resolved_rate:.0f}%",
                f"{run.top_pass:.3f}" + (f"@{run.k}" if mixed_k else ""),
-               str(run.no_verdict), f"{run.mean_steps:.1f}", f"{run.mean_return:.2f}", _tokens(run.tokens)]
+               str(run.no_verdict), f"{run.mean_steps:.1f}", f"{run.mean_return:.2f}", format_tokens(run.tokens, "-")]
         if every_run:
             row.append(run.created_at.strftime("%m-%d %H:%M"))
         table.add_row(*row)
     return table
 
-
-def _tokens(n: int | None) -> str:
-    if n is None:
-        return "-"
-    return f"{n / 1e6:.1f}M" if n >= 1_000_000 else f"{n / 1e3:.0f}k" if n >= 10_000 else str(n)

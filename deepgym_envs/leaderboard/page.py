@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Sequence
 
-from deepgym_envs.leaderboard.results import Ranked, Run, Skipped
+from deepgym_envs.leaderboard.results import Ranked, Run, Skipped, TaskCell
 
 #: heat-map colours: resolved fraction 0 -> 0.5 -> 1 (pale grey: nothing solved; green: solved)
 _STOPS = ((0.0, (232, 235, 240)), (0.5, (143, 209, 158)), (1.0, (26, 127, 55)))
@@ -37,9 +37,10 @@ class Column:
     hint: str = ""
 
 
-def _fmt_tokens(n: int | None) -> str:
+def format_tokens(n: int | None, missing: str = "—") -> str:
+    """12345 -> '12.3k': token counts span six orders of magnitude between a baseline and an LLM."""
     if n is None:
-        return "—"
+        return missing
     return f"{n / 1e6:.2f}M" if n >= 1_000_000 else f"{n / 1e3:.1f}k" if n >= 10_000 else str(n)
 
 
@@ -58,7 +59,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("steps", "mean steps", True, False, lambda r: (f"{r.run.mean_steps:.1f}", f"{r.run.mean_steps:.6f}")),
     Column("return", "mean return", True, True, lambda r: (f"{r.run.mean_return:.2f}", f"{r.run.mean_return:.6f}")),
     Column("tokens", "tokens", True, False,
-           lambda r: (_fmt_tokens(r.run.tokens), "" if r.run.tokens is None else str(r.run.tokens))),
+           lambda r: (format_tokens(r.run.tokens), "" if r.run.tokens is None else str(r.run.tokens))),
     Column("wall", "wall (s)", True, False, lambda r: (f"{r.run.wall_time:.0f}", f"{r.run.wall_time:.3f}")),
     Column("date", "date", False, True,
            lambda r: (r.run.created_at.strftime("%Y-%m-%d %H:%M"), r.run.created_at.isoformat())),
@@ -149,7 +150,7 @@ def _shared_prefix(tasks: Sequence[str]) -> int:
     return max(common.rfind("__") + 2, common.rfind("/") + 1, 0)
 
 
-def _cell(run: Run, task: str, cell, x: float, y: float) -> str:
+def _cell(run: Run, task: str, cell: TaskCell | None, x: float, y: float) -> str:
     common = f'class="cell" data-agent="{_e(run.agent)}" data-model="{_e(run.model or "")}" data-task="{_e(task)}"'
     box = f'x="{x + 1:.1f}" y="{y + 1:.1f}" width="{_CELL - 2}" height="{_CELL - 2}" rx="2"'
     if cell is None:
