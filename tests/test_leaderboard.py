@@ -255,6 +255,18 @@ def test_page_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert set(re.findall(r"https?://[^\s\"')]+", page)) <= {"http://www.w3.org/2000/svg"}
 
 
+def test_heat_map_gets_darker_as_more_is_resolved() -> None:
+    from deepgym_envs.leaderboard.page import colour
+
+    def luminance(hex_colour: str) -> float:
+        r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    shades = [luminance(colour(f / 10)) for f in range(11)]
+    assert all(a > b for a, b in zip(shades, shades[1:]))
+    assert colour(-1) == colour(0) and colour(2) == colour(1)
+
+
 @needs_chromium
 def test_page_renders_and_sorts_in_chromium(results_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "index.html"
