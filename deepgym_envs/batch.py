@@ -29,13 +29,21 @@ def run_batch(task: Task, patches: Iterable[str], workers: int | None = None, *,
               executor: str = "thread") -> list[Verdict]:
     """Grade every patch against ``task``'s hidden tests; one Verdict per patch, in order.
 
-    ``workers`` defaults to the number of CPUs (grading is process-bound; threads only wait).
+    ``executor``: ``"thread"`` grades on this machine, ``workers`` at a time (default: the number
+    of CPUs; grading is process-bound, threads only wait). ``"ray"`` grades on a Ray cluster
+    (:mod:`deepgym_envs.ray_batch`), one CPU per grading, ``workers`` capping how many are in
+    flight; it joins the cluster ``ray.init`` was called with, else ``$RAY_ADDRESS``, else starts a
+    local instance.
     """
     patches = list(patches)
     if not all(isinstance(p, str) for p in patches):
         raise DeepgymError("run_batch takes patches as strings (unified diffs)")
+    if executor == "ray":
+        from deepgym_envs.ray_batch import run_batch_ray  # Ray is optional: imported only when asked for
+
+        return run_batch_ray(task, patches, workers, backend=backend, limits=limits, timeout=timeout)
     if executor != "thread":
-        raise DeepgymError(f"unknown executor {executor!r}; this version has 'thread'")
+        raise DeepgymError(f"unknown executor {executor!r}; choose 'thread' or 'ray'")
     workers = max(1, min(workers or os.cpu_count() or 1, len(patches) or 1))
 
     def one(patch: str) -> Verdict:

@@ -1,0 +1,131 @@
+"""Ray plumbing shared by ``run_batch(executor="ray")`` and :class:`deepgym_envs.ray_pool.EnvPool`.
+
+Three things every Ray entry point needs:
+
+* a lazy import of Ray with an install hint, so ``import deepgym_envs`` never pulls Ray in;
+* the cluster's nodes, to place one long-lived worker per node;
+* shipping local task repositories to nodes that do not have them. A task's ``repo_path`` is a
+  directory on the driver; on a multi-node cluster the other nodes usually lack it. The driver
+  packs each repository once (a tar.gz in Ray's object store) and each node unpacks it into its own
+  deepgym cache, keyed by content, so the pristine tree is then built on the node that grades.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Iterable
+
+from deepgym_envs.errors import DeepgymError, InfrastructureError
+from deepgym_envs.tasks import Task
+from deepgym_envs.trees import cache_root
+
+INSTALL_HINT = "Ray is not installed; install it with: pip install 'deepgym-envs[ray]'"
+
+#: Never worth shipping: caches the tree builder ignores anyway.
+_SKIP = frozenset({"__pycache__", ".pytest_cache", ".benchmarks", ".mypy_cache"})
+
+
+def require_ray() -> ModuleType:
+    """``import ray``, or a :class:`DeepgymError` that says how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise DeepgymError(INSTALL_HINT) from exc
+    return ray
+
+
+def connect() -> ModuleType:
+    """Ray, initialised. An existing ``ray.init`` (with whatever address and resources the caller
+    chose) is kept; otherwise ``ray.init()`` joins ``$RAY_ADDRESS`` or starts a local instance."""
+    ray = require_ray()
+    if not ray.is_initialized():
+        ray.init()
+    return ray
+
+
+def worker_nodes(ray: ModuleType) -> list[str]:
+    """Ids of the alive nodes that offer CPUs (a head started with ``--num-cpus=0`` runs nothing)."""
+    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
+    if not nodes:
+        raise InfrastructureError("the Ray cluster has no alive node with CPUs")
+    return nodes
+
+
+def should_ship(ray: ModuleType, ship_repos: bool | None) -> bool:
+    """None = ship repositories only when the cluster has more than one node."""
+    return len(worker_nodes(ray)) > 1 if ship_repos is None else ship_repos
+
+
+@dataclass(frozen=True)
+class RepoBundle:
+    """One local task repository, packed on the driver for nodes that lack it."""
+
+    digest: str
+    """SHA-256 of ``data``: the name it is unpacked under, so equal content is unpacked once."""
+    data: bytes
+
+
+def pack_repos(tasks: Iterable[Task]) -> dict[str, RepoBundle]:
+    """Bundles by ``repo_path`` for every task built from a local repository (``.git`` included:
+    tasks with a ``base_commit`` are cloned from it)."""
+    bundles: dict[str, RepoBundle] = {}
+    for task in tasks:
+        if task.repo_path and task.repo_path not in bundles:
+            data = _tar(Path(task.repo_path))
+            bundles[task.repo_path] = RepoBundle(hashlib.sha256(data).hexdigest(), data)
+    return bundles
+
+
+def localise(tasks: list[Task], bundles: dict[str, RepoBundle]) -> list[Task]:
+    """The tasks with ``repo_path`` pointing at this node's copy of each shipped repository."""
+    if not bundles:
+        return tasks
+    return [dataclasses.replace(t, repo_path=str(unpack(bundles[t.repo_path])))
+            if t.repo_path in bundles else t for t in tasks]
+
+
+def unpack(bundle: RepoBundle) -> Path:
+    """The bundle unpacked under this node's deepgym cache; atomic, so concurrent workers on one
+    node unpacking the same repository is safe."""
+    dest = cache_root() / "ray-repos" / bundle.digest[:24]
+    if dest.is_dir():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(bundle.data), mode="r:gz") as tar:
+            tar.extractall(staging / "repo", filter="data")  # no absolute paths, links out, devices
+        try:
+            os.rename(staging / "repo", dest)
+        except OSError:
+            if not dest.is_dir():  # lost the race only if the winner's copy is there
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def _tar(root: Path) -> bytes:
+    if not root.is_dir():
+        raise DeepgymError(f"task repository {root} is not a directory on the driver; cannot ship it to Ray nodes")
+    buf = io.BytesIO()
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return None if _SKIP.intersection(Path(info.name).parts) or info.name.endswith(".pyc") else info
+
+    # mtimes are kept: the tree cache fingerprints a repository by path, size and mtime. The gzip
+    # header's own timestamp is zeroed so that the same content always has the same digest.
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=6, mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w") as tar:
+            tar.add(str(root), arcname=".", filter=keep)
+    return buf.getvalue()
