@@ -2,7 +2,7 @@
 
     deepgym tasks list [TASKSET]
     deepgym tasks validate [TASKSET] [--workers N] [--runs N --record-flaky]
-    deepgym batch TASK_ID --patches candidates.jsonl [--out verdicts.jsonl]
+    deepgym batch TASK_ID --patches candidates.jsonl [--executor ray] [--out verdicts.jsonl]
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
     deepgym audit [TASKSET] --out audit.json [--weak-verifier]
     deepgym leaderboard [--results leaderboard/results] [--out leaderboard/index.html]
@@ -75,7 +75,7 @@ def _batch(args: argparse.Namespace) -> int:
 
     task = find_task(load_tasks(args.tasks), args.task_id)
     patches = read_patches(args.patches)
-    verdicts = run_batch(task, patches, workers=args.workers, backend=args.sandbox)
+    verdicts = run_batch(task, patches, workers=args.workers, backend=args.sandbox, executor=args.executor)
     table = Table(title=f"{len(patches)} candidates for {task.instance_id}")
     for col in ("#", "verdict", "F2P", "P2P", "reason"):
         table.add_column(col)
@@ -167,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", default="builtin", help="'builtin', a .jsonl file or a directory")
     p.add_argument("--workers", type=int, default=None, help="parallel gradings (default: CPUs)")
     p.add_argument("--sandbox", default=None)
+    p.add_argument("--executor", choices=("thread", "ray"), default="thread",
+                   help="'ray': grade on the Ray cluster in $RAY_ADDRESS (else a local Ray instance)")
     p.add_argument("--out", default=None, help="write one verdict per line (JSONL) here")
     p.set_defaults(func=_batch)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import signal
@@ -174,6 +175,18 @@ def test_dead_grading_worker_is_no_verdict_not_a_crash(toy_task, monkeypatch):
     verdicts = run_batch(toy_task, [toy_task.patch, "die", ""], executor="ray")
     assert [v.status for v in verdicts] == ["resolved", "no_verdict", "unresolved"]
     assert verdicts[1].masked and "ray" in verdicts[1].reason
+
+
+@on_ray
+def test_batch_cli_on_ray(toy_jsonl, toy_task, tmp_path):
+    from deepgym_envs.cli import main
+
+    patches = tmp_path / "candidates.jsonl"
+    patches.write_text(json.dumps({"patch": toy_task.patch}) + "\n" + json.dumps("") + "\n")
+    out = tmp_path / "verdicts.jsonl"
+    assert main(["batch", toy_task.instance_id, "--tasks", str(toy_jsonl), "--patches", str(patches),
+                 "--executor", "ray", "--out", str(out)]) == 0
+    assert [json.loads(line)["status"] for line in out.read_text().splitlines()] == ["resolved", "unresolved"]
 
 
 # -- EnvPool --------------------------------------------------------------------------------------
