@@ -102,7 +102,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     task = find_task(load_tasks("builtin"), args.task)
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False)
     try:
         result = {"task": task.instance_id, "ray": ray.__version__,
                   "run_batch": bench_batch(task, args.candidates),

@@ -46,7 +46,8 @@ def require_ray() -> ModuleType:
 
 def connect() -> ModuleType:
     """Ray, initialised. An existing ``ray.init`` (with whatever address and resources the caller
-    chose) is kept; otherwise ``ray.init()`` joins ``$RAY_ADDRESS`` or starts a local instance."""
+    chose) is kept; otherwise ``ray.init()`` joins ``$RAY_ADDRESS``, else a cluster started with
+    ``ray start`` on this machine, else starts a local instance."""
     ray = require_ray()
     if not ray.is_initialized():
         ray.init()

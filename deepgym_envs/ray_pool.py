@@ -26,8 +26,9 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import gymnasium as gym
 
@@ -39,6 +40,20 @@ from deepgym_envs.tasks import load_tasks
 Step = tuple[Any, float, bool, bool, dict[str, Any]]
 #: How long close() waits for a worker to close its environments before killing it anyway.
 CLOSE_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One worker actor, as it describes itself once started."""
+
+    pid: int
+    node_id: str
+    envs: list[int]
+    """The pool indices of the environments it holds."""
+    observation_space: gym.Space
+    action_space: gym.Space
+    metadata: dict[str, Any]
+    spec: Any
 
 
 class EnvWorker:
@@ -68,16 +83,15 @@ class EnvWorker:
             self.startup_error = exc
             self.close()
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> WorkerInfo:
         """Where this worker runs and what its environments look like (for the driver's proxies)."""
         import ray
 
         if self.startup_error is not None:
             raise self.startup_error
         first = next(iter(self.envs.values()))
-        return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
-                "envs": sorted(self.envs), "observation_space": first.observation_space,
-                "action_space": first.action_space, "metadata": first.metadata, "spec": first.spec}
+        return WorkerInfo(os.getpid(), ray.get_runtime_context().get_node_id(), sorted(self.envs),
+                          first.observation_space, first.action_space, first.metadata, first.spec)
 
     def reset(self, i: int, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
         with self.locks[i]:
@@ -167,7 +181,7 @@ class EnvPool:
             }
             self._actors.append(actor_cls.options(**options).remote(env_id, kwargs_ref, indices, bundles_ref))
         try:
-            self.workers: list[dict[str, Any]] = ray.get([a.describe.remote() for a in self._actors])
+            self.workers: list[WorkerInfo] = ray.get([a.describe.remote() for a in self._actors])
         except ray.exceptions.RayTaskError as exc:
             self.close()
             raise exc.cause from None  # gym.make failed on the worker: its own error, as locally
@@ -175,8 +189,8 @@ class EnvPool:
             self.close()
             raise InfrastructureError(f"the environment workers did not start: {exc}") from None
         first = self.workers[0]
-        self.observation_space, self.action_space = first["observation_space"], first["action_space"]
-        self.metadata, self.spec = first["metadata"], first["spec"]
+        self.observation_space, self.action_space = first.observation_space, first.action_space
+        self.metadata, self.spec = first.metadata, first.spec
 
     # -- one environment -----------------------------------------------------------------------
     def reset(self, i: int, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
@@ -231,6 +245,10 @@ class EnvPool:
         for actor in self._actors:
             ray.kill(actor)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def __len__(self) -> int:
         return self.num_envs
 
@@ -265,7 +283,8 @@ class EnvPool:
             raise InfrastructureError(f"the environment's Ray worker failed: {type(exc).__name__}: "
                                       f"{str(exc).strip()[:500]}") from None
 
-    def _fan_out(self, method: str, items: Sequence[tuple[int, tuple]], on_dead: Any = None) -> list[Any]:
+    def _fan_out(self, method: str, items: Sequence[tuple[int, tuple]],
+                 on_dead: Callable[[str, int], list[Any]] | None = None) -> list[Any]:
         self._live()
         indices = [self._index(i) for i, _ in items]
         if len(set(indices)) != len(indices):
@@ -307,7 +326,7 @@ class PooledEnv(gym.Env):
         return self.pool.render(self.index)
 
     def close(self) -> None:
-        if not self.pool._closed:  # noqa: SLF001 - closing a proxy after its pool is a no-op
+        if not self.pool.closed:  # closing a proxy after its pool is a no-op
             self.pool.close_env(self.index)
 
     def __repr__(self) -> str:

@@ -45,7 +45,7 @@ def local_ray(tmp_path_factory: pytest.TempPathFactory):
     if ray.is_initialized():
         ray.shutdown()
     cache = str(tmp_path_factory.getbasetemp() / "cache")
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=80 * 1024 * 1024, log_to_driver=False,
              runtime_env={"env_vars": {"DEEPGYM_CACHE": cache}})
     yield
     ray.shutdown()
@@ -202,9 +202,9 @@ def test_pool_runs_oracle_episodes_like_local_envs_and_leaves_nothing(toy_task):
         local.close()
     pool = EnvPool(3, env_kwargs={"tasks": [toy_task], "max_steps": 20})
     try:
-        assert sorted(i for w in pool.workers for i in w["envs"]) == [0, 1, 2]
+        assert sorted(i for w in pool.workers for i in w.envs) == [0, 1, 2]
         results = [play(pool.env(i), toy_task) for i in range(3)]
-        pids = [w["pid"] for w in pool.workers]
+        pids = [w.pid for w in pool.workers]
         assert sandbox_leftovers(pids)["tmpdirs"] == 3  # each environment keeps its sandbox between episodes
     finally:
         pool.close()
@@ -221,7 +221,7 @@ def test_step_many_steps_every_env_in_one_call(toy_task):
     from deepgym_envs.ray_pool import EnvPool
 
     with EnvPool(4, env_kwargs={"tasks": [toy_task]}, actors_per_node=2) as pool:
-        assert len(pool.workers) == 2 and {len(w["envs"]) for w in pool.workers} == {2}
+        assert len(pool.workers) == 2 and {len(w.envs) for w in pool.workers} == {2}
         resets = pool.reset_many([(i, i, None) for i in range(4)])
         assert all("clamp(50, 0, 10)" in obs for obs, _ in resets)
         actions = [(3, {"name": "submit", "arguments": {}}), (0, "no tool call here"),
@@ -260,7 +260,7 @@ def test_killed_worker_ends_its_episodes_masked(toy_task):
 
     with EnvPool(2, env_kwargs={"tasks": [toy_task]}) as pool:
         pool.reset(0)
-        [pid] = [w["pid"] for w in pool.workers]
+        [pid] = [w.pid for w in pool.workers]
         os.kill(pid, signal.SIGKILL)
         assert wait_until_gone([pid]) == []
         obs, reward, terminated, truncated, info = pool.step(0, {"name": "view", "arguments": {"path": "."}})
