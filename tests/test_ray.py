@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium as gym
 import pytest
@@ -203,7 +204,8 @@ def test_pool_runs_oracle_episodes_like_local_envs_and_leaves_nothing(toy_task):
     pool = EnvPool(3, env_kwargs={"tasks": [toy_task], "max_steps": 20})
     try:
         assert sorted(i for w in pool.workers for i in w.envs) == [0, 1, 2]
-        results = [play(pool.env(i), toy_task) for i in range(3)]
+        with ThreadPoolExecutor(3) as threads:  # as an agent loop drives them: concurrently
+            results = list(threads.map(lambda i: play(pool.env(i), toy_task), range(3)))
         pids = [w.pid for w in pool.workers]
         assert sandbox_leftovers(pids)["tmpdirs"] == 3  # each environment keeps its sandbox between episodes
     finally:
