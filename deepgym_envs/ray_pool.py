@@ -8,6 +8,7 @@
 ...     obs, reward, terminated, truncated, info = pool.step(0, action)
 ...     results = pool.step_many([(1, a1), (2, a2)])                  # one round trip per worker
 ...     env = pool.env(3)        # a Gymnasium-shaped proxy: env.reset(...), env.step(...)
+>>> collect(llm, task_ids, pool=EnvPool(16))   # the agent loop: acquire / release / final_patch
 
 One long-lived :class:`EnvWorker` actor per node (``actors_per_node`` to have more) owns many
 environments and steps them on its own threads. An environment's sandbox lives as long as the
@@ -113,6 +114,11 @@ class EnvWorker:
         with self.locks[i]:
             return self.envs[i].render()
 
+    def final_patch(self, i: int) -> str:
+        """The agent's change in environment ``i`` as a unified diff."""
+        with self.locks[i]:
+            return self.envs[i].unwrapped.sandbox.diff()
+
     def close_env(self, i: int) -> None:
         """Close one environment's sandbox; a later reset opens a new one."""
         with self.locks[i]:
@@ -191,6 +197,10 @@ class EnvPool:
         first = self.workers[0]
         self.observation_space, self.action_space = first.observation_space, first.action_space
         self.metadata, self.spec = first.metadata, first.spec
+        self._proxies = [PooledEnv(self, i) for i in range(num_envs)]
+        # Hand-out bookkeeping for acquire/release: (index, the task it last ran), idle ones only.
+        self._idle: list[tuple[int, str | None]] = [(i, None) for i in reversed(range(num_envs))]
+        self._handed_out = threading.Condition()
 
     # -- one environment -----------------------------------------------------------------------
     def reset(self, i: int, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
@@ -213,9 +223,32 @@ class EnvPool:
 
     def env(self, i: int) -> "PooledEnv":
         """A proxy with the Gymnasium ``reset``/``step`` signatures, for code written against
-        ``gym.make`` environments (e.g. the reference agent loop)."""
-        self._index(i)
-        return PooledEnv(self, i)
+        ``gym.make`` environments."""
+        return self._proxies[self._index(i)]
+
+    def final_patch(self, env: "PooledEnv | int") -> str:
+        """The agent's change in an environment, as a unified diff (e.g. for SWE-bench predictions)."""
+        i = env.index if isinstance(env, PooledEnv) else env
+        return self._call(i, "final_patch", i)
+
+    # -- handing environments out (the agent loop's pool protocol, agents/envs.py) -------------------
+    def acquire(self, task_id: str | None = None) -> "PooledEnv":
+        """An idle environment, preferring one whose last episode ran ``task_id`` (its sandbox is
+        then reset, not rebuilt). Blocks until one is released when all are in use."""
+        with self._handed_out:
+            while not self._idle:
+                self._live()
+                self._handed_out.wait(timeout=1.0)  # wakes on release; the timeout only notices close()
+            self._live()
+            same = [k for k, (_, last) in enumerate(self._idle) if last == task_id]
+            i, _ = self._idle.pop(same[-1] if same else -1)
+        return self._proxies[i]
+
+    def release(self, env: "PooledEnv", task_id: str | None = None) -> None:
+        """Give back an environment from :meth:`acquire`; ``task_id`` is the task it last ran."""
+        with self._handed_out:
+            self._idle.append((env.index, task_id))
+            self._handed_out.notify()
 
     # -- many at once ---------------------------------------------------------------------------
     def step_many(self, items: Iterable[tuple[int, Any]]) -> list[Step]:

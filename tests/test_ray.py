@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -238,6 +239,32 @@ def test_step_many_steps_every_env_in_one_call(toy_task):
             pool.step_many([(1, "x"), (1, "y")])
         with pytest.raises(DeepgymError, match="no environment 4"):
             pool.env(4)
+
+
+@on_ray
+def test_pool_hands_out_environments_like_the_agent_loops_local_pool(toy_task):
+    """acquire / release / final_patch: the protocol agents.loop.collect(pool=...) drives."""
+    from deepgym_envs.ray_pool import EnvPool
+
+    with EnvPool(2, env_kwargs={"tasks": [toy_task], "max_steps": 20}) as pool:
+        first = pool.acquire(toy_task.instance_id)
+        play(first, toy_task)
+        assert "+    return max(lo, min(x, hi))" in pool.final_patch(first)
+        second = pool.acquire(toy_task.instance_id)
+        assert second is not first
+        got = []
+        waiter = threading.Thread(target=lambda: got.append(pool.acquire(toy_task.instance_id)))
+        waiter.start()
+        waiter.join(timeout=0.5)
+        assert waiter.is_alive()  # both environments are in use: acquire waits for a release
+        pool.release(first, toy_task.instance_id)
+        waiter.join()
+        assert got == [first]
+        pool.release(second, "another-task")
+        pool.release(first, toy_task.instance_id)
+        assert pool.acquire(toy_task.instance_id) is first  # the one whose sandbox ran this task
+        first.reset(options={"task_id": toy_task.instance_id})
+        assert pool.final_patch(first) == ""  # reset restored the pristine tree
 
 
 @on_ray
