@@ -36,7 +36,9 @@ def make_sandbox(pristine: Path, backend: str | None = None, limits: SandboxLimi
 
         return LocalSandbox(pristine, limits, **options)  # type: ignore[arg-type]
     if backend == "docker":
-        raise DeepgymError("the docker backend is not available in this version yet; use 'namespace' or 'local'")
+        from deepgym_envs.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(pristine, limits, **options)  # type: ignore[arg-type]
     close = difflib.get_close_matches(backend, BACKENDS, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise DeepgymError(f"Unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}.{hint}")

@@ -1,0 +1,49 @@
+"""deepgym's files inside a docker sandbox: the pytest runner and plugin, and two tiny commands.
+
+The host's support directory (``support.py``) holds ``python`` wrappers that start the *host's*
+interpreter, which does not exist inside an image; this one holds wrappers that make sense in a
+container, and is bound read-only at ``/deepgym``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from deepgym_envs.sandbox.support import _FILES
+
+SUPPORT_DIR = "/deepgym"
+#: Where report files appear inside the container (a host directory of the sandbox, bound rw).
+REPORT_DIR = "/deepgym-report"
+#: Runs a command, then kills everything it left behind but PID 1 (``kill -1`` spares the caller).
+EXEC_WRAPPER = f"{SUPPORT_DIR}/bin/deepgym-exec"
+
+_SCRIPTS = {
+    "deepgym-exec": '#!/bin/sh\n"$@"\nrc=$?\nkill -KILL -1 2>/dev/null\nexit "$rc"\n',
+    # Last on PATH: only used where the image has python3 but no `python` (Debian's own).
+    "python": '#!/bin/sh\nexec python3 "$@"\n',
+}
+
+
+@functools.lru_cache(maxsize=1)
+def docker_support_dir() -> str:
+    """This process's copy of the support files for containers, removed when it exits."""
+    path = tempfile.mkdtemp(prefix="deepgym-docker-support-")
+    here = Path(__file__).parent
+    for src, dst in _FILES:
+        shutil.copyfile(here / src, os.path.join(path, dst))
+        os.chmod(os.path.join(path, dst), 0o444)
+    os.mkdir(os.path.join(path, "bin"))
+    for name, text in _SCRIPTS.items():
+        script = os.path.join(path, "bin", name)
+        with open(script, "w") as fh:
+            fh.write(text)
+        os.chmod(script, 0o555)
+    os.chmod(os.path.join(path, "bin"), 0o755)
+    os.chmod(path, 0o755)
+    atexit.register(shutil.rmtree, path, True)
+    return path
