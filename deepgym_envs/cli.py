@@ -6,6 +6,7 @@
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
     deepgym audit [TASKSET] --out audit.json [--weak-verifier]
     deepgym sandbox check | reap
+    deepgym images build [--offline]
 """
 
 from __future__ import annotations
@@ -182,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     from deepgym_envs.audit.cli import add_audit_parser
 
     add_audit_parser(sub)
+
+    from deepgym_envs.images import add_images_parser
+
+    add_images_parser(sub)
 
     sb = sub.add_parser("sandbox", help="sandbox utilities").add_subparsers(dest="sandbox_cmd", required=True)
     p = sb.add_parser("check", help="can this machine run the default (namespace) backend?")

@@ -106,7 +106,7 @@ def require_image(client: Any, image: str) -> Any:
         return client.images.get(image)
     except docker.errors.ImageNotFound:
         hint = ("build it with `deepgym images build` (or `deepgym images build --offline` where no registry "
-                "is reachable)") if image == default_image() else "build or pull it first"
+                "is reachable)") if image == default_image() else f"build it, or `docker pull {image}`"
         raise SandboxUnavailable(f"Docker image {image!r} is not on this engine: {hint}.") from None
 
 

@@ -32,7 +32,8 @@ _SCRIPTS = {
 @functools.lru_cache(maxsize=1)
 def docker_support_dir() -> str:
     """This process's copy of the support files for containers, removed when it exits."""
-    path = tempfile.mkdtemp(prefix="deepgym-docker-support-")
+    # The owner pid in the name, as for sandboxes: `deepgym sandbox reap` removes it after a crash.
+    path = tempfile.mkdtemp(prefix=f"deepgym-docker-{os.getpid()}-support-")
     here = Path(__file__).parent
     for src, dst in _FILES:
         shutil.copyfile(here / src, os.path.join(path, dst))
