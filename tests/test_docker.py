@@ -287,3 +287,14 @@ def test_row_whose_image_is_at_another_commit_is_refused(swebench_task):
     task = dataclasses.replace(swebench_task, base_commit="0" * 40)
     with pytest.raises(TaskFormatError, match="base_commit"):
         pristine_tree(task)
+
+
+def test_known_exploits_do_not_resolve_on_docker(toy_task):
+    """The anti-cheat rules of test_grading, graded in containers: every exploit stays unresolved."""
+    from deepgym_envs import run_batch
+    from test_grading import EXPLOITS
+
+    verdicts = run_batch(toy_task, [toy_task.patch, *EXPLOITS.values()], workers=2, backend="docker")
+    assert verdicts[0].status == "resolved", verdicts[0].reason
+    for name, verdict in zip(EXPLOITS, verdicts[1:]):
+        assert verdict.status == "unresolved", f"{name}: {verdict.reason}"

@@ -198,8 +198,9 @@ class DockerSandbox(CopiedWorkspace):
         full_env.update(env or {})
         name = secrets.token_hex(16) if report else ""
         if report:
-            # A file outside the workspace, named afresh per run; the plugin authenticates its
-            # content with a nonce exactly as on the pipe of the other backends.
+            # A file outside the workspace, named afresh per run, that the wrapper opens as the
+            # command's DEEPGYM_REPORT_FD; the plugin authenticates what it writes with a nonce,
+            # exactly as on the pipe of the other backends.
             full_env["DEEPGYM_REPORT_PATH"] = f"{REPORT_DIR}/{name}"
         with self._lock:
             self._check_open()

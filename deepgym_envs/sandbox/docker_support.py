@@ -20,10 +20,21 @@ SUPPORT_DIR = "/deepgym"
 #: Where report files appear inside the container (a host directory of the sandbox, bound rw).
 REPORT_DIR = "/deepgym-report"
 #: Runs a command, then kills everything it left behind but PID 1 (``kill -1`` spares the caller).
+#: Given ``DEEPGYM_REPORT_PATH``, it hands the command fd 9 open on that file as ``DEEPGYM_REPORT_FD``.
 EXEC_WRAPPER = f"{SUPPORT_DIR}/bin/deepgym-exec"
 
 _SCRIPTS = {
-    "deepgym-exec": '#!/bin/sh\n"$@"\nrc=$?\nkill -KILL -1 2>/dev/null\nexit "$rc"\n',
+    # With a report file, the command gets only a descriptor open on it, as on the other backends.
+    "deepgym-exec": ('#!/bin/sh\n'
+                     'if [ -n "${DEEPGYM_REPORT_PATH:-}" ]; then\n'
+                     '  exec 9>>"$DEEPGYM_REPORT_PATH"\n'
+                     '  export DEEPGYM_REPORT_FD=9\n'
+                     '  unset DEEPGYM_REPORT_PATH\n'
+                     'fi\n'
+                     '"$@"\n'
+                     'rc=$?\n'
+                     'kill -KILL -1 2>/dev/null\n'
+                     'exit "$rc"\n'),
     # Last on PATH: only used where the image has python3 but no `python` (Debian's own).
     "python": '#!/bin/sh\nexec python3 "$@"\n',
 }
