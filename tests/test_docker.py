@@ -103,6 +103,13 @@ def test_background_processes_do_not_outlive_their_command(box):
     assert int(procs) <= 6  # PID 1, its stdin watcher, and this command's own few
 
 
+def test_a_command_cannot_kill_the_container(box):
+    """Killing PID 1 would end the episode as a no_verdict (masked): it must not be possible."""
+    box.exec("for s in $(seq 1 31); do kill -$s 1 2>/dev/null; done; kill -KILL -1")
+    time.sleep(0.3)
+    assert box.exec(["echo", "alive"]).stdout == "alive\n"
+
+
 # -- lifecycle ----------------------------------------------------------------------------------
 def test_reset_keeps_the_container_and_restores_everything(box):
     cid = box._container.id  # noqa: SLF001

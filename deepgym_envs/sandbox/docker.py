@@ -43,14 +43,18 @@ LABEL_HOST = "deepgym.owner-host"
 #: SWE-bench images keep the repository's Python environment here (conda env "testbed").
 CONDA_TESTBED_BIN = "/opt/miniconda3/envs/testbed/bin"
 
-#: PID 1: reap orphans; a child waits for EOF on stdin (the owner's attached socket) and then
-#: stops the container. The reader is restarted when a command's cleanup kills it.
+#: PID 1: reaps orphans (the shell's wait reaps any child) and keeps a reader on stdin (the
+#: owner's attached socket), restarted whenever a command's cleanup kills it. Only the reader's
+#: own status 7, at EOF, stops the container. No signal handlers (the shell's own SIGINT one is
+#: turned off): PID 1 of a namespace gets no signal it does not handle, so a command cannot kill
+#: it and turn its episode into a no_verdict.
 _INIT_SCRIPT = r"""
+trap '' INT
 exec 3<&0
-trap 'exit 0' TERM INT
 while :; do
-  { while read -r _; do :; done; kill -TERM 1; } <&3 &
-  wait
+  { while read -r _; do :; done; exit 7; } <&3 &
+  wait "$!"
+  [ "$?" -eq 7 ] && exit 0
 done
 """
 _KILL_ALL = ["sh", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
