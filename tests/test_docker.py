@@ -154,11 +154,12 @@ def test_container_dies_with_its_owner_and_reap_removes_the_rest(tree):
     from deepgym_envs.sandbox.reap import reap
 
     dead_pid = _dead_pid()
-    stale = engine().containers.create(default_image(), ["true"], entrypoint=[],
-                                       labels={**owner_labels(), "deepgym.owner-pid": str(dead_pid)})
+    dead_labels = {**owner_labels(), "deepgym.owner-pid": str(dead_pid)}
+    stale = engine().containers.create(default_image(), ["true"], entrypoint=[], labels=dead_labels)
+    volume = engine().volumes.create(labels=dead_labels)
     with make_sandbox(tree, "docker") as live:
         removed = reap()
-        assert f"container {stale.name}" in removed and tmp in removed
+        assert f"container {stale.name}" in removed and f"volume {volume.name}" in removed and tmp in removed
         assert not os.path.exists(tmp)
         assert live.exec(["true"]).exit_code == 0  # a live owner's sandbox is left alone
 
@@ -269,6 +270,15 @@ def test_swebench_row_grades_through_the_same_anti_cheat(swebench_task):
     assert cheated.status == "unresolved", cheated.reason
 
 
+def test_swebench_row_runs_in_its_image_by_default(swebench_task):
+    from deepgym_envs import grade
+    from deepgym_envs.sandbox.docker import DockerSandbox
+
+    with make_sandbox(pristine_tree(swebench_task)) as sb:
+        assert isinstance(sb, DockerSandbox) and sb.image.startswith("sweb.eval.x86_64.")
+    assert grade(swebench_task, swebench_task.patch).status == "resolved"
+
+
 def test_swebench_row_as_an_environment(swebench_task):
     import gymnasium as gym
 
@@ -305,3 +315,20 @@ def test_known_exploits_do_not_resolve_on_docker(toy_task):
     assert verdicts[0].status == "resolved", verdicts[0].reason
     for name, verdict in zip(EXPLOITS, verdicts[1:]):
         assert verdict.status == "unresolved", f"{name}: {verdict.reason}"
+
+
+def test_images_build_offline_is_idempotent():
+    """A second `deepgym images build --offline` reuses the base and the build cache."""
+    from deepgym_envs.cli import main
+    from deepgym_envs.images import OFFLINE_BASE
+    from deepgym_envs.sandbox.docker import default_image
+
+    import docker.errors
+
+    try:
+        engine().images.get(OFFLINE_BASE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{default_image()} was not built offline here")
+    before = engine().images.get(default_image()).id
+    assert main(["images", "build", "--offline"]) == 0
+    assert engine().images.get(default_image()).id == before

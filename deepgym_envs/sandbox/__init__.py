@@ -25,8 +25,12 @@ def default_backend() -> str:
 
 def make_sandbox(pristine: Path, backend: str | None = None, limits: SandboxLimits | None = None,
                  **options: object) -> Sandbox:
-    """Open a sandbox over a pristine tree with the named backend (default: ``namespace``)."""
-    backend = backend or default_backend()
+    """Open a sandbox over a pristine tree with the named backend.
+
+    Default: ``docker`` for a tree taken from a container image (its task runs in that image),
+    else ``namespace``.
+    """
+    backend = backend or ("docker" if Path(f"{pristine}.image").is_file() else default_backend())
     if backend == "namespace":
         from deepgym_envs.sandbox.namespace import NamespaceSandbox
 
