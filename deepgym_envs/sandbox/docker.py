@@ -144,8 +144,10 @@ class DockerSandbox(CopiedWorkspace):
         os.mkdir(self._reports, 0o700)
         try:
             self._start()
-        except BaseException:
+        except BaseException as exc:
             self.close()
+            if isinstance(exc, Exception) and not isinstance(exc, SandboxError):
+                raise SandboxError(f"docker sandbox did not start ({str(exc)[:300]})") from exc
             raise
 
     # -- container -----------------------------------------------------------------------------
@@ -181,8 +183,11 @@ class DockerSandbox(CopiedWorkspace):
         self._container.start()
 
     def _exec(self, argv: list[str], env: dict[str, str], cwd: str) -> str:
+        container = self._container
+        if container is None:
+            raise SandboxError("sandbox is closed")
         try:
-            return self._client.api.exec_create(self._container.id, argv, stdout=True, stderr=True,
+            return self._client.api.exec_create(container.id, argv, stdout=True, stderr=True,
                                                 environment=env, workdir=cwd, user=self._user)["Id"]
         except Exception as exc:
             raise self._died(exc) from None
@@ -209,6 +214,8 @@ class DockerSandbox(CopiedWorkspace):
         with self._lock:
             self._check_open()
             result = self._run([EXEC_WRAPPER, *argv], full_env, cwd or self.workdir, timeout or self.limits.timeout)
+            if self._closed:  # close() from another thread killed the command: not the command's own result
+                raise SandboxError("sandbox was closed while the command ran")
         if not report:
             return result
         path = os.path.join(self._reports, name)
@@ -283,24 +290,25 @@ class DockerSandbox(CopiedWorkspace):
         if self._closed:
             return
         self._closed = True
-        with self._lock:
-            container, self._container = self._container, None
-            if container is not None:
-                try:
-                    container.remove(force=True, v=True)
-                except Exception:  # already gone (auto-removed) or being removed by the engine
-                    pass
-            if self._stdin is not None:
-                _close_socket(self._stdin)
-                self._stdin = None
-            for _ in range(3):
-                try:
-                    shutil.rmtree(self._tmp)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.05)
+        # Not under the command lock: removing the container ends a running command at once
+        # (its exec then fails as "died"), where waiting for the lock could take its whole timeout.
+        container, self._container = self._container, None
+        if container is not None:
+            try:
+                container.remove(force=True, v=True)
+            except Exception:  # already gone (auto-removed) or being removed by the engine
+                pass
+        stdin, self._stdin = self._stdin, None
+        if stdin is not None:
+            _close_socket(stdin)
+        for _ in range(3):
+            try:
+                shutil.rmtree(self._tmp)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
 
 
 def _close_socket(sock: Any) -> None:
