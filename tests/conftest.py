@@ -92,15 +92,9 @@ def toy_jsonl(tmp_path: Path) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _docker_status() -> tuple[bool, str]:
-    from deepgym_envs.sandbox.docker import available as docker_available, default_image, engine, require_image
+    from deepgym_envs.sandbox.docker import docker_status
 
-    ok, why = docker_available()
-    if ok:
-        try:
-            require_image(engine(), default_image())
-        except Exception as exc:  # SandboxUnavailable: the image is not built
-            return False, str(exc)
-    return ok, why
+    return docker_status()
 
 
 def require_docker() -> None:

@@ -93,10 +93,10 @@ def engine() -> Any:
         return client
 
 
-def available() -> tuple[bool, str]:
-    """Whether a Docker engine answers, and why not."""
+def docker_status(image: str | None = None) -> tuple[bool, str]:
+    """Whether sandboxes can start here: an engine answers and the image (default: the built-in one) is there."""
     try:
-        engine()
+        require_image(engine(), image or default_image())
     except SandboxUnavailable as exc:
         return False, str(exc)
     return True, ""
