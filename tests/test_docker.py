@@ -122,6 +122,17 @@ def test_reset_keeps_the_container_and_restores_everything(box):
     assert box.exec(["git", "status", "--porcelain"]).stdout == ""
 
 
+def test_reset_never_writes_through_a_symlink_the_agent_planted(box, tmp_path):
+    """Reset runs on the host (as the owner, maybe root): a directory swapped for a link to a host
+    directory must be restored, not written through."""
+    target = tmp_path / "host-dir"
+    target.mkdir()
+    box.exec(["sh", "-c", f"rm -rf src && ln -s {target} src"])
+    box.reset()
+    assert list(target.iterdir()) == []
+    assert box.exists("src/calc/ops.py") and box.diff() == ""
+
+
 def test_close_removes_container_and_files(tree):
     box = make_sandbox(tree, "docker")
     tmp = box._tmp  # noqa: SLF001
