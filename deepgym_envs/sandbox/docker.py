@@ -138,6 +138,7 @@ class DockerSandbox(CopiedWorkspace):
         super().__init__(pristine, limits or SandboxLimits(), tmp_prefix=f"deepgym-docker-{os.getpid()}-")
         self._user = f"{os.getuid()}:{os.getgid()}"
         self._lock = threading.Lock()
+        self._tmp_dirty = False
         self._container: Any = None
         self._stdin: Any = None
         self._reports = os.path.join(self._tmp, "report")
@@ -213,6 +214,7 @@ class DockerSandbox(CopiedWorkspace):
             full_env["DEEPGYM_REPORT_PATH"] = f"{REPORT_DIR}/{name}"
         with self._lock:
             self._check_open()
+            self._tmp_dirty = True
             result = self._run([EXEC_WRAPPER, *argv], full_env, cwd or self.workdir, timeout or self.limits.timeout)
             if self._closed:  # close() from another thread killed the command: not the command's own result
                 raise SandboxError("sandbox was closed while the command ran")
@@ -280,10 +282,12 @@ class DockerSandbox(CopiedWorkspace):
         """Kill what runs, empty ``/tmp``, put the workspace back; the container stays."""
         self._check_open()
         with self._lock:
-            res = self._run([EXEC_WRAPPER, "find", "/tmp", "-mindepth", "1", "-delete"],
-                            {"PATH": "/usr/bin:/bin"}, "/", 60)
-            if res.timed_out:
-                raise SandboxError("docker sandbox did not reset: emptying /tmp timed out")
+            if self._tmp_dirty:  # only commands write /tmp (and no process outlives its command)
+                res = self._run([EXEC_WRAPPER, "find", "/tmp", "-mindepth", "1", "-delete"],
+                                {"PATH": "/usr/bin:/bin"}, "/", 60)
+                if res.timed_out:
+                    raise SandboxError("docker sandbox did not reset: emptying /tmp timed out")
+                self._tmp_dirty = False
             self._reset_workspace()
 
     def close(self) -> None:
