@@ -330,11 +330,11 @@ def test_known_exploits_do_not_resolve_on_docker(toy_task):
 
 def test_images_build_offline_is_idempotent():
     """A second `deepgym images build --offline` reuses the base and the build cache."""
+    import docker.errors
+
     from deepgym_envs.cli import main
     from deepgym_envs.images import OFFLINE_BASE
     from deepgym_envs.sandbox.docker import default_image
-
-    import docker.errors
 
     try:
         engine().images.get(OFFLINE_BASE)
