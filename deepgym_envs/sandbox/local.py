@@ -47,6 +47,16 @@ class CopiedWorkspace(HostViewSandbox):
         self._check_open()
         return self._workspace
 
+    def _changed_paths(self) -> list[str]:
+        """Tracked paths whose stat data moved, and every untracked path (ignored ones included).
+
+        The private index keeps stat data, so this reads no file contents: diffs then hash only
+        what may have changed instead of the whole repository.
+        """
+        modified = self._git(["diff-files", "--name-only", "-z"]).split("\0")
+        others = self._git(["ls-files", "--others", "-z"]).split("\0")
+        return sorted(p for p in {*modified, *others} if p)
+
     def _reset_workspace(self) -> None:
         """Rewrite the tracked files that changed, delete the rest, and restore ``.git``."""
         shutil.rmtree(os.path.join(self._workspace, ".git"), ignore_errors=True)
