@@ -7,6 +7,7 @@
     deepgym audit [TASKSET] --out audit.json [--weak-verifier]
     deepgym leaderboard [--results leaderboard/results] [--out leaderboard/index.html]
     deepgym sandbox check | reap
+    deepgym images build [--offline]
 """
 
 from __future__ import annotations
@@ -127,6 +128,11 @@ def _sandbox_check(args: argparse.Namespace) -> int:
 
     ok, why = available()
     console().print("namespace backend: " + ("[green]available[/]" if ok else f"[red]unavailable[/]: {why}"))
+    from deepgym_envs.sandbox.docker import docker_status
+
+    docker_ok, docker_why = docker_status()
+    console().print("docker backend: " + ("[green]available[/]" if docker_ok else f"[yellow]unavailable[/]: "
+                                          f"{escape(docker_why)}"))
     return 0 if ok else 1
 
 
@@ -188,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     from deepgym_envs.leaderboard.cli import add_leaderboard_parser
 
     add_leaderboard_parser(sub)
+
+    from deepgym_envs.images import add_images_parser
+
+    add_images_parser(sub)
 
     sb = sub.add_parser("sandbox", help="sandbox utilities").add_subparsers(dest="sandbox_cmd", required=True)
     p = sb.add_parser("check", help="can this machine run the default (namespace) backend?")

@@ -40,7 +40,16 @@ def cache_root() -> Path:
 
 
 def pristine_tree(task: Task) -> Path:
-    """The task's base state on disk, building it on first use. Never modify what it returns."""
+    """The task's base state on disk, building it on first use. Never modify what it returns.
+
+    A row without a local repository takes it from its container image (docker backend).
+    """
+    if not task.repo_path:
+        from deepgym_envs.sandbox.docker_tasks import image_task_tree
+
+        tree = image_task_tree(task, cache_root())
+        if tree is not None:
+            return tree
     return _pristine_tree(str(cache_root()), task.instance_id, _fingerprint(task), task.repo_path,
                           task.base_commit, task.patch if task.gold_reverse_base else "")
 
@@ -54,7 +63,8 @@ def _pristine_tree(cache: str, instance_id: str, key: str, repo_path: str, base_
     if not repo_path:
         raise InfrastructureError(
             f"task {instance_id}: no local repository (repo_path) to build from; tasks that only name a "
-            "remote repo need an image and the docker backend")
+            "remote repo need an image (the 'image' field, or a SWE-bench instance image on the "
+            "Docker engine) and the docker backend")
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -89,13 +90,32 @@ def toy_jsonl(tmp_path: Path) -> Path:
     return path
 
 
-BACKENDS = [pytest.param("namespace", marks=requires_namespace), "local"]
+@functools.lru_cache(maxsize=1)
+def _docker_status() -> tuple[bool, str]:
+    from deepgym_envs.sandbox.docker import docker_status
+
+    return docker_status()
+
+
+def require_docker() -> None:
+    """Skip without an engine and image, unless DEEPGYM_REQUIRE_DOCKER=1 (CI), where it is a failure."""
+    ok, why = _docker_status()
+    if not ok:
+        if os.environ.get("DEEPGYM_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"DEEPGYM_REQUIRE_DOCKER=1 but the docker backend cannot run: {why}")
+        pytest.skip(f"docker backend unavailable: {why}")
+
+
+BACKENDS = [pytest.param("namespace", marks=requires_namespace), "local",
+            pytest.param("docker", marks=pytest.mark.docker)]
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "local":
         warnings.filterwarnings("ignore", message="sandbox='local'")
+    if request.param == "docker":
+        require_docker()
     return request.param
 
 

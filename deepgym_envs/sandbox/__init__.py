@@ -25,8 +25,12 @@ def default_backend() -> str:
 
 def make_sandbox(pristine: Path, backend: str | None = None, limits: SandboxLimits | None = None,
                  **options: object) -> Sandbox:
-    """Open a sandbox over a pristine tree with the named backend (default: ``namespace``)."""
-    backend = backend or default_backend()
+    """Open a sandbox over a pristine tree with the named backend.
+
+    Default: ``docker`` for a tree taken from a container image (its task runs in that image),
+    else ``namespace``.
+    """
+    backend = backend or ("docker" if Path(f"{pristine}.image").is_file() else default_backend())
     if backend == "namespace":
         from deepgym_envs.sandbox.namespace import NamespaceSandbox
 
@@ -36,7 +40,9 @@ def make_sandbox(pristine: Path, backend: str | None = None, limits: SandboxLimi
 
         return LocalSandbox(pristine, limits, **options)  # type: ignore[arg-type]
     if backend == "docker":
-        raise DeepgymError("the docker backend is not available in this version yet; use 'namespace' or 'local'")
+        from deepgym_envs.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(pristine, limits, **options)  # type: ignore[arg-type]
     close = difflib.get_close_matches(backend, BACKENDS, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise DeepgymError(f"Unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}.{hint}")

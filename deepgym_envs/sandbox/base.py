@@ -61,6 +61,8 @@ class SandboxLimits:
     """Processes the sandbox may have at once, beyond what this user already runs."""
     disk_bytes: int = 1 << 30
     """Bytes the workspace's copy-on-write layer (and /tmp) may hold; also the largest file."""
+    cpus: float = 0.0
+    """CPUs the sandbox may use (docker backend: the container's CPU quota)."""
 
 
 @dataclass(frozen=True)

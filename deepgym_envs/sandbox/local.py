@@ -3,6 +3,9 @@
 For machines where neither namespaces nor Docker are available, and for debugging. Commands run
 as this user, with this user's network and files; only the rlimits and the timeout apply. It must
 be chosen explicitly and it warns every time it starts.
+
+:class:`CopiedWorkspace` (the private copy, its git-based reset) is shared with the docker
+backend, which bind-mounts the same kind of copy into its container.
 """
 
 from __future__ import annotations
@@ -23,29 +26,63 @@ class LocalSandboxWarning(RuntimeWarning):
     """The local backend runs agent commands without any isolation."""
 
 
-class LocalSandbox(HostViewSandbox):
-    """A copied workspace in a temporary directory; commands run directly on the host."""
+class CopiedWorkspace(HostViewSandbox):
+    """A workspace that is a private host copy of the pristine tree, reset through git."""
 
-    def __init__(self, pristine: Path, limits: SandboxLimits | None = None) -> None:
-        warnings.warn("sandbox='local' gives NO isolation: agent commands run on this machine as "
-                      "this user, with network access", LocalSandboxWarning, stacklevel=3)
-        super().__init__(pristine, limits or SandboxLimits())
-        self._tmp = tempfile.mkdtemp(prefix="deepgym-local-")
-        self.workdir = os.path.join(self._tmp, "testbed")
-        self.support_dir = support_host_dir()
-        shutil.copytree(self.pristine, self.workdir, symlinks=True)
+    def __init__(self, pristine: Path, limits: SandboxLimits, *, tmp_prefix: str) -> None:
+        super().__init__(pristine, limits)
+        self._tmp = tempfile.mkdtemp(prefix=tmp_prefix)
+        self._workspace = os.path.join(self._tmp, "testbed")
+        shutil.copytree(self.pristine, self._workspace, symlinks=True)
         # A private index that knows the copy's stat data, so reset only rewrites what changed.
         self._index_env = {"GIT_INDEX_FILE": os.path.join(self._tmp, "index")}
         self._git(["read-tree", "HEAD"])
         self._git(["update-index", "-q", "--refresh"], check=False)
 
     def _git(self, args: list[str], check: bool = True) -> str:
-        base = ["--git-dir", str(self.pristine / ".git"), "--work-tree", self.workdir, "-C", self.workdir]
+        base = ["--git-dir", str(self.pristine / ".git"), "--work-tree", self._workspace, "-C", self._workspace]
         return run_git([*base, *args], env=self._index_env, check=check)
 
     def host_root(self) -> str:
         self._check_open()
-        return self.workdir
+        return self._workspace
+
+    def _changed_paths(self) -> list[str]:
+        """Tracked paths whose stat data moved, and every untracked path (ignored ones included).
+
+        The private index keeps stat data, so this reads no file contents: diffs then hash only
+        what may have changed instead of the whole repository.
+        """
+        modified = self._git(["diff-files", "--name-only", "-z"]).split("\0")
+        others = self._git(["ls-files", "--others", "-z"]).split("\0")
+        return sorted(p for p in {*modified, *others} if p)
+
+    def _reset_workspace(self) -> None:
+        """Rewrite the tracked files that changed, delete the rest, and restore ``.git``."""
+        shutil.rmtree(os.path.join(self._workspace, ".git"), ignore_errors=True)
+        changed = self._git(["diff-files", "--name-only", "-z"]).split("\0")
+        changed = [p for p in changed if p]
+        if changed:
+            # Replaced by a directory or a symlink: remove first so checkout-index can write a file.
+            for path in changed:
+                full = os.path.join(self._workspace, path)
+                if os.path.isdir(full) and not os.path.islink(full):
+                    shutil.rmtree(full)
+            self._git(["checkout-index", "-f", "-q", "--", *changed])
+        self._git(["clean", "-ffdxq", "-e", ".git"])
+        self._git(["update-index", "-q", "--refresh"], check=False)
+        shutil.copytree(self.pristine / ".git", os.path.join(self._workspace, ".git"), symlinks=True)
+
+
+class LocalSandbox(CopiedWorkspace):
+    """A copied workspace in a temporary directory; commands run directly on the host."""
+
+    def __init__(self, pristine: Path, limits: SandboxLimits | None = None) -> None:
+        warnings.warn("sandbox='local' gives NO isolation: agent commands run on this machine as "
+                      "this user, with network access", LocalSandboxWarning, stacklevel=3)
+        super().__init__(pristine, limits or SandboxLimits(), tmp_prefix="deepgym-local-")
+        self.workdir = self._workspace
+        self.support_dir = support_host_dir()
 
     def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
         path = (f"{self.support_dir}/bin:{os.path.dirname(os.path.abspath(sys.executable))}:"
@@ -55,21 +92,8 @@ class LocalSandbox(HostViewSandbox):
         return ["env", "-i", "-C", cwd, *(f"{k}={v}" for k, v in env.items()), *cmd]
 
     def reset(self) -> None:
-        """Rewrite the tracked files that changed, delete the rest, and restore ``.git``."""
         self._check_open()
-        shutil.rmtree(os.path.join(self.workdir, ".git"), ignore_errors=True)
-        changed = self._git(["diff-files", "--name-only", "-z"]).split("\0")
-        changed = [p for p in changed if p]
-        if changed:
-            # Replaced by a directory or a symlink: remove first so checkout-index can write a file.
-            for path in changed:
-                full = os.path.join(self.workdir, path)
-                if os.path.isdir(full) and not os.path.islink(full):
-                    shutil.rmtree(full)
-            self._git(["checkout-index", "-f", "-q", "--", *changed])
-        self._git(["clean", "-ffdxq", "-e", ".git"])
-        self._git(["update-index", "-q", "--refresh"], check=False)
-        shutil.copytree(self.pristine / ".git", os.path.join(self.workdir, ".git"), symlinks=True)
+        self._reset_workspace()
 
     def close(self) -> None:
         if self._closed:

@@ -1,0 +1,325 @@
+"""The ``docker`` backend: one long-lived, locked-down container per sandbox.
+
+The workspace is a private host copy of the pristine tree (as on the ``local`` backend), bind-mounted
+at ``/testbed``; file access, diffs and reset therefore run on the host without a round trip to
+the engine, and only commands go through ``docker exec``. The container itself has no network,
+no capabilities, ``no-new-privileges``, a read-only root filesystem, a size-capped ``/tmp``, and
+memory / process / CPU caps from :class:`SandboxLimits`. Commands run as the calling user's uid,
+so what they write in the workspace stays removable by the owner.
+
+Every command runs under a small wrapper that kills whatever the command left running once it
+ends (``kill -KILL -1`` spares only PID 1 and the caller), so, as in the namespace backend's
+per-command PID namespace, no background process outlives its command; a timeout kills the same
+way from a second ``exec``. Commands in one sandbox are therefore serialised.
+
+PID 1 reaps orphans and reads its stdin, which is a socket this process holds attached: when the
+owner dies, for any reason, the container stops and the engine removes it. ``close()`` removes it
+at once; ``deepgym sandbox reap`` removes what an engine restart or a crash left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from deepgym_envs.errors import SandboxError, SandboxUnavailable, ToolError
+from deepgym_envs.sandbox.base import ExecResult, SandboxLimits
+from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR,
+                                                 docker_support_dir)
+from deepgym_envs.sandbox.local import CopiedWorkspace
+
+#: The image for tasks that bring their own repository (the built-in set); ``deepgym images build``.
+DEFAULT_IMAGE = "deepgym/builtin:latest"
+#: Labels on everything this backend creates; ``reap`` finds leftovers by them.
+LABEL = "deepgym.sandbox"
+LABEL_PID = "deepgym.owner-pid"
+LABEL_HOST = "deepgym.owner-host"
+#: SWE-bench images keep the repository's Python environment here (conda env "testbed").
+CONDA_TESTBED_BIN = "/opt/miniconda3/envs/testbed/bin"
+
+#: PID 1: reaps orphans (the shell's wait reaps any child) and keeps a reader on stdin (the
+#: owner's attached socket), restarted whenever a command's cleanup kills it. Only the reader's
+#: own status 7, at EOF, stops the container. No signal handlers (the shell's own SIGINT one is
+#: turned off): PID 1 of a namespace gets no signal it does not handle, so a command cannot kill
+#: it and turn its episode into a no_verdict.
+_INIT_SCRIPT = r"""
+trap '' INT
+exec 3<&0
+while :; do
+  { while read -r _; do :; done; exit 7; } <&3 &
+  wait "$!"
+  [ "$?" -eq 7 ] && exit 0
+done
+"""
+_KILL_ALL = ["sh", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
+
+
+def default_image() -> str:
+    """``$DEEPGYM_DOCKER_IMAGE``, or the image ``deepgym images build`` makes."""
+    return os.environ.get("DEEPGYM_DOCKER_IMAGE", DEFAULT_IMAGE)
+
+
+_CLIENT_LOCK = threading.Lock()
+_CLIENT: Any = None
+
+
+def engine() -> Any:
+    """A process-wide Docker client, or :class:`SandboxUnavailable` saying how to get one."""
+    global _CLIENT
+    with _CLIENT_LOCK:
+        if _CLIENT is not None:
+            return _CLIENT
+        try:
+            import docker
+        except ImportError:
+            raise SandboxUnavailable("The 'docker' sandbox needs the docker SDK: pip install 'deepgym-envs[docker]'. "
+                                     "Or choose another backend: sandbox='namespace' (the default).") from None
+        try:
+            client = docker.from_env(max_pool_size=128, timeout=120)
+            client.ping()
+        except Exception as exc:  # the SDK raises DockerException, requests' and socket errors alike
+            raise SandboxUnavailable(
+                f"The 'docker' sandbox cannot reach a Docker engine ({str(exc)[:200]}). Start it "
+                "(`sudo systemctl start docker`, or `sudo dockerd >/tmp/dockerd.log 2>&1 &`; set DOCKER_HOST "
+                "for a remote engine), or choose another backend: sandbox='namespace' (the default, no "
+                "engine needed) or `--sandbox namespace` on the command line.") from None
+        _CLIENT = client
+        return client
+
+
+def docker_status(image: str | None = None) -> tuple[bool, str]:
+    """Whether sandboxes can start here: an engine answers and the image (default: the built-in one) is there."""
+    try:
+        require_image(engine(), image or default_image())
+    except SandboxUnavailable as exc:
+        return False, str(exc)
+    return True, ""
+
+
+def require_image(client: Any, image: str) -> Any:
+    """The image's details, or SandboxUnavailable that says how to build it."""
+    import docker.errors
+
+    try:
+        return client.images.get(image)
+    except docker.errors.ImageNotFound:
+        hint = ("build it with `deepgym images build` (or `deepgym images build --offline` where no registry "
+                "is reachable)") if image == default_image() else f"build it, or `docker pull {image}`"
+        raise SandboxUnavailable(f"Docker image {image!r} is not on this engine: {hint}.") from None
+
+
+def image_for_tree(pristine: Path) -> str | None:
+    """The image a pristine tree was taken from (SWE-bench-style tasks), if any."""
+    marker = Path(f"{pristine}.image")
+    return marker.read_text().strip() or None if marker.is_file() else None
+
+
+def owner_labels() -> dict[str, str]:
+    return {LABEL: "1", LABEL_PID: str(os.getpid()), LABEL_HOST: socket.gethostname()}
+
+
+class DockerSandbox(CopiedWorkspace):
+    """A container with no network and no privileges over a bind-mounted copy of the tree."""
+
+    support_dir = SUPPORT_DIR
+
+    def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, image: str | None = None) -> None:
+        self._client = engine()
+        self.image = image or image_for_tree(pristine) or default_image()
+        config = require_image(self._client, self.image).attrs.get("Config") or {}
+        image_env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
+        self._path = f"{CONDA_TESTBED_BIN}:{image_env.get('PATH', '/usr/local/bin:/usr/bin:/bin')}:{SUPPORT_DIR}/bin"
+        super().__init__(pristine, limits or SandboxLimits(), tmp_prefix=f"deepgym-docker-{os.getpid()}-")
+        self._user = f"{os.getuid()}:{os.getgid()}"
+        self._lock = threading.Lock()
+        self._tmp_dirty = False
+        self._container: Any = None
+        self._stdin: Any = None
+        self._reports = os.path.join(self._tmp, "report")
+        os.mkdir(self._reports, 0o700)
+        try:
+            self._start()
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, Exception) and not isinstance(exc, SandboxError):
+                raise SandboxError(f"docker sandbox did not start ({str(exc)[:300]})") from exc
+            raise
+
+    # -- container -----------------------------------------------------------------------------
+    def _start(self) -> None:
+        import docker.types
+
+        lim = self.limits
+        disk = lim.disk_bytes or (1 << 30)
+        kwargs: dict[str, Any] = {}
+        if lim.memory_bytes:
+            kwargs.update(mem_limit=lim.memory_bytes, memswap_limit=lim.memory_bytes)
+        if lim.max_processes:
+            kwargs["pids_limit"] = lim.max_processes
+        if lim.cpus:
+            kwargs["nano_cpus"] = int(lim.cpus * 1e9)
+        ulimits = [docker.types.Ulimit(name="core", soft=0, hard=0)]
+        if lim.disk_bytes:
+            ulimits.append(docker.types.Ulimit(name="fsize", soft=lim.disk_bytes, hard=lim.disk_bytes))
+        self._container = self._client.containers.create(
+            self.image, ["sh", "-c", _INIT_SCRIPT], name=f"deepgym-{os.getpid()}-{secrets.token_hex(6)}",
+            labels={**owner_labels(), "deepgym.pristine": str(self.pristine)[-200:]},
+            network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
+            tmpfs={"/tmp": f"size={disk},mode=1777,exec"}, hostname="sandbox", working_dir=self.workdir,
+            volumes={self._workspace: {"bind": self.workdir, "mode": "rw"},
+                     docker_support_dir(): {"bind": SUPPORT_DIR, "mode": "ro"},
+                     self._reports: {"bind": REPORT_DIR, "mode": "rw"}},
+            # Not detached: the engine then closes stdin (StdinOnce) when our attach socket goes.
+            stdin_open=True, auto_remove=True, ulimits=ulimits, entrypoint=[],
+            **kwargs)
+        # Attached before start: our end of this socket is the container's stdin, and closes
+        # (so PID 1 stops the container) whenever this process goes away.
+        self._stdin = self._client.api.attach_socket(self._container.id, params={"stdin": 1, "stream": 1})
+        self._container.start()
+
+    def _exec(self, argv: list[str], env: dict[str, str], cwd: str) -> str:
+        container = self._container
+        if container is None:
+            raise SandboxError("sandbox is closed")
+        try:
+            return self._client.api.exec_create(container.id, argv, stdout=True, stderr=True,
+                                                environment=env, workdir=cwd, user=self._user)["Id"]
+        except Exception as exc:
+            raise self._died(exc) from None
+
+    def _died(self, exc: BaseException) -> SandboxError:
+        return SandboxError(f"docker sandbox died or cannot run commands ({str(exc)[:300]})")
+
+    # -- commands ------------------------------------------------------------------------------
+    def exec(self, cmd: list[str] | str, timeout: float | None = None, *, env: dict[str, str] | None = None,
+             cwd: str | None = None, report: bool = False) -> ExecResult:
+        self._check_open()
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv:
+            raise ToolError("empty command")
+        full_env = {"PATH": self._path, "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+                    "PYTHONUNBUFFERED": "1"}
+        full_env.update(env or {})
+        name = secrets.token_hex(16) if report else ""
+        if report:
+            # A file outside the workspace, named afresh per run, that the wrapper opens as the
+            # command's DEEPGYM_REPORT_FD; the plugin authenticates what it writes with a nonce,
+            # exactly as on the pipe of the other backends.
+            full_env["DEEPGYM_REPORT_PATH"] = f"{REPORT_DIR}/{name}"
+        with self._lock:
+            self._check_open()
+            self._tmp_dirty = True
+            result = self._run([EXEC_WRAPPER, *argv], full_env, cwd or self.workdir, timeout or self.limits.timeout)
+            if self._closed:  # close() from another thread killed the command: not the command's own result
+                raise SandboxError("sandbox was closed while the command ran")
+        if not report:
+            return result
+        path = os.path.join(self._reports, name)
+        try:
+            with open(path, "rb") as fh:
+                data: str | None = fh.read(256 << 20).decode("utf-8", "replace")
+            os.unlink(path)
+        except FileNotFoundError:
+            data = None
+        return ExecResult(result.exit_code, result.stdout, result.stderr, result.timed_out, result.duration,
+                          result.truncated, data)
+
+    def _run(self, argv: list[str], env: dict[str, str], cwd: str, timeout: float) -> ExecResult:
+        start = time.monotonic()
+        exec_id = self._exec(argv, env, cwd)
+        cap = self.limits.output_bytes or (1 << 62)
+        bufs = (bytearray(), bytearray())
+        state = {"truncated": False, "error": None}
+
+        def pump() -> None:
+            try:
+                for chunk in self._client.api.exec_start(exec_id, stream=True, demux=True):
+                    for buf, data in zip(bufs, chunk):
+                        if data:
+                            room = cap - len(buf)
+                            if room > 0:
+                                buf += data[:room]
+                            if len(data) > room:
+                                state["truncated"] = True  # keep draining, so the command never blocks
+            except Exception as exc:  # reported below, from the caller's thread
+                state["error"] = exc
+
+        reader = threading.Thread(target=pump, name="deepgym-docker-exec", daemon=True)
+        reader.start()
+        reader.join(timeout if timeout else None)
+        timed_out = reader.is_alive()
+        if timed_out:
+            self._kill_all()
+            reader.join(30)
+        if state["error"] is not None and not timed_out:
+            raise self._died(state["error"])
+        try:
+            code = self._client.api.exec_inspect(exec_id).get("ExitCode")
+        except Exception as exc:
+            raise self._died(exc) from None
+        if code is None:  # the engine lost the process (the container stopped under it)
+            raise self._died(RuntimeError("the command has no exit status"))
+        out, err = (b.decode("utf-8", "replace") for b in bufs)
+        return ExecResult(-9 if timed_out else int(code), out, err, timed_out, time.monotonic() - start,
+                          bool(state["truncated"]))
+
+    def _kill_all(self) -> None:
+        """Kill every process of the sandbox but PID 1 (the same ``kill -1`` the wrapper ends with)."""
+        exec_id = self._exec(_KILL_ALL, {"PATH": "/usr/bin:/bin"}, "/")
+        try:
+            self._client.api.exec_start(exec_id)
+        except Exception as exc:
+            raise self._died(exc) from None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Kill what runs, empty ``/tmp``, put the workspace back; the container stays."""
+        self._check_open()
+        with self._lock:
+            if self._tmp_dirty:  # only commands write /tmp (and no process outlives its command)
+                res = self._run([EXEC_WRAPPER, "find", "/tmp", "-mindepth", "1", "-delete"],
+                                {"PATH": "/usr/bin:/bin"}, "/", 60)
+                if res.timed_out:
+                    raise SandboxError("docker sandbox did not reset: emptying /tmp timed out")
+                self._tmp_dirty = False
+            self._reset_workspace()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # Not under the command lock: removing the container ends a running command at once
+        # (its exec then fails as "died"), where waiting for the lock could take its whole timeout.
+        container, self._container = self._container, None
+        if container is not None:
+            try:
+                container.remove(force=True, v=True)
+            except Exception:  # already gone (auto-removed) or being removed by the engine
+                pass
+        stdin, self._stdin = self._stdin, None
+        if stdin is not None:
+            _close_socket(stdin)
+        for _ in range(3):
+            try:
+                shutil.rmtree(self._tmp)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
+
+
+def _close_socket(sock: Any) -> None:
+    for obj in (getattr(sock, "_sock", None), sock):
+        try:
+            if obj is not None:
+                obj.close()
+        except OSError:
+            pass
+
