@@ -241,13 +241,21 @@ class _Runner:
                     messages=[assistant] + new, tool_call=info.get("tool_call"), reward=float(reward),
                     reward_components=dict(info.get("reward_components", {})), terminated=terminated,
                     truncated=truncated, timing={"generate": gen_time, "env": env_time})
+        overflow = False
         if self.token_mode:
             if not ep.traj.turns:
                 turn.prompt_ids = list(ep.ids)
             delta = ep.formatter.delta_after(ep.messages, turn.completion_ids, assistant, new,
                                              generation_prompt=not done)
-            turn.observation_ids = delta.ids
-            ep.ids += turn.completion_ids + delta.ids
+            ep.ids += turn.completion_ids
+            room = self.max_context - len(ep.ids) - len(delta.ids)
+            overflow = not done and room < min(MIN_COMPLETION_TOKENS, self.params.max_tokens)
+            # The next prompt will not fit: the episode ends here, and its record stays within the
+            # context (the cut observation is never fed to the model).
+            turn.observation_ids = delta.ids[:max(0, self.max_context - len(ep.ids))] if overflow else delta.ids
+            ep.ids += turn.observation_ids
+            if overflow:
+                ep.traj.metadata["observation_cut"] = len(delta.ids) - len(turn.observation_ids)
             if not delta.prefix_stable:
                 ep.traj.metadata["template_prefix_stable"] = False
         else:
@@ -259,6 +267,8 @@ class _Runner:
         ep.traj.episode_return += float(reward)
         if done:
             self._finish(ep, "submitted" if terminated else "max_steps", info)
+        elif overflow:
+            self._grade_as_is(ep, "context_length")
         else:
             self.events.put(("ready", ep))
 
@@ -308,9 +318,11 @@ class _Runner:
             ep.traj.metadata["patch"] = self.pool.final_patch(ep.env)
         except DeepgymError as exc:
             ep.traj.metadata["patch_error"] = str(exc)
-        if self.token_mode and self.verify_template and ep.formatter is not None:
+        if self.token_mode and self.verify_template and ep.formatter is not None \
+                and ep.traj.turns and "observation_cut" not in ep.traj.metadata:
+            last = ep.traj.turns[-1]
             ep.traj.metadata["template_match"] = ep.formatter.matches_template(
-                ep.traj.flatten().input_ids, ep.messages, generation_prompt=False)
+                ep.traj.flatten().input_ids, ep.messages, generation_prompt=not (last.terminated or last.truncated))
         self._end(ep, reason, masked=ep.traj.masked)
 
     def _end(self, ep: _Episode, reason: str, masked: bool) -> None:
