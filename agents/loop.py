@@ -5,7 +5,8 @@
 The main thread only generates: it takes every episode that is waiting for the model, makes one
 batched call, and hands each completion to a worker thread that steps that episode's environment.
 So environment steps (tool calls, test runs, grading) overlap with the next generation call, and
-the engine idles only when no episode at all is waiting for it.
+the engine idles only when no episode at all is waiting for it. (``sync_batches`` and
+``batch_window`` trade that overlap for bigger batches.)
 
 Two kinds of backend (:mod:`agents.llm`):
 
@@ -73,7 +74,7 @@ def collect(llm: Any, tasks: Sequence[str | Task], *, env_id: str = "deepgym/SWE
             max_context_tokens: int = 32768, params: SamplingParams | None = None, out: str | Path | None = None,
             policy_version: int = 0, show_progress: bool = True, seed: int = 0,
             pool: EnvPool | None = None, verify_template: bool = True,
-            sync_batches: bool = False, batch_window: float | None = None) -> list[Trajectory]:
+            sync_batches: bool = False, batch_window: float = 0.0) -> list[Trajectory]:
     """Run ``k`` episodes of every task with ``llm``; return the trajectories in task order.
 
     Args:
@@ -92,10 +93,9 @@ def collect(llm: Any, tasks: Sequence[str | Task], *, env_id: str = "deepgym/SWE
             equal the template rendering of the whole conversation (``metadata["template_match"]``).
         sync_batches: wait until every episode in flight needs the model before each call (the
             largest batches, but the engine idles through every environment step: lockstep).
-            Default: call the engine once the waiting episodes' batch window closes, so steps
-            overlap generation.
-        batch_window: seconds the first waiting episode waits for others to join its call;
-            None = a fifth of the recent generation time (0 = call at once).
+            Default: call the engine as soon as any episode waits, so steps overlap generation.
+        batch_window: seconds the first waiting episode waits for others to join its call
+            (bigger batches, less overlap; ``bench/bench_loop.py`` compares the three schedules).
     """
     if k < 1 or concurrency < 1:
         raise DeepgymError("k and concurrency must be at least 1")
@@ -129,10 +129,9 @@ class _Runner:
     """The scheduling: one generating thread (the caller's), ``concurrency`` environment threads."""
 
     def __init__(self, llm: Any, params: SamplingParams, max_context: int, out: str | Path | None,
-                 verify_template: bool, sync_batches: bool = False, batch_window: float | None = None) -> None:
+                 verify_template: bool, sync_batches: bool = False, batch_window: float = 0.0) -> None:
         self.llm, self.params, self.max_context = llm, params, max_context
         self.sync_batches, self.batch_window = sync_batches, batch_window
-        self._gen_time = 0.5  # running estimate of one generation call, for the batch window
         self.token_mode = getattr(llm, "tokenizer", None) is not None
         self.out, self.verify_template = out, verify_template
         self.events: queue.Queue[tuple[str, _Episode]] = queue.Queue()
@@ -150,7 +149,9 @@ class _Runner:
                     in_flight += 1
                 # Block until an episode needs the model or ends; with some already waiting, only
                 # until their batch window closes. Then take every event already there.
-                timeout = None if not ready else max(0.0, ready_since + self._window() - time.perf_counter())
+                window = self._window()
+                timeout = None if not ready or window == float("inf") \
+                    else max(0.0, ready_since + window - time.perf_counter())
                 events = []
                 try:
                     events.append(self.events.get(timeout=timeout))
@@ -172,19 +173,11 @@ class _Runner:
                             f"{(ep.traj.verdict or {}).get('status', '')}")
                 if ready and (len(ready) == in_flight or time.perf_counter() >= ready_since + self._window()):
                     batch, ready = ready, []
-                    started = time.perf_counter()
                     self._generate(batch)
-                    self._gen_time = 0.7 * self._gen_time + 0.3 * (time.perf_counter() - started)
 
     def _window(self) -> float:
         """How long waiting episodes wait for others to join their call (seconds)."""
-        if self.sync_batches:
-            return float("inf")
-        if self.batch_window is not None:
-            return self.batch_window
-        # A fifth of a typical call: short steps (views, edits) make the next batch, long ones
-        # (test runs, grading) are overlapped with it instead of stalling everyone.
-        return min(2.0, 0.2 * self._gen_time)
+        return float("inf") if self.sync_batches else self.batch_window
 
     def _submit(self, fn: Callable[..., None], ep: _Episode, *args: Any) -> None:
         def job() -> None:

@@ -8,16 +8,21 @@ default sandbox, process rewards): views, searches, bash, test runs, one edit (s
 grades a changed workspace) and a submit (final hidden-test grading).
 
 The engine is the expensive part, so overhead is counted from its side: the share of wall time it
-sat idle because every episode was busy in its environment (or the loop itself),
-``1 - engine_busy / wall``. Two schedules run in the same process on the same tasks:
+sat idle because every episode was busy in its environment (or in the loop itself),
+``env_overhead = 1 - engine_busy / wall``; ``env_overhead_steady`` leaves out the start (before the
+first episode is ready) and the drain (after the last call), which no schedule can overlap.
+``env_share_of_episode`` is the per-episode view: the episode's own step time over its wall time
+(an episode cannot overlap its own steps, whatever the schedule). Three schedules, same process,
+same tasks:
 
-* ``overlapped`` (the loop's default): the engine is called as soon as any episode waits for it, so
-  environment steps run while it generates for others;
+* ``eager`` (the loop's default): call the engine as soon as any episode waits (most overlap,
+  smallest batches);
+* ``windowed`` (``batch_window=0.3``): an episode that needs the model waits 0.3 s for others, so
+  quick steps join the next call and slow ones overlap it;
 * ``lockstep`` (``sync_batches=True``): every call waits for every episode in flight, the naive
-  batched loop, in which the engine idles through the slowest environment step of every turn.
+  batched loop, whose engine idles through the slowest step of every turn.
 
-``steady`` excludes the start (before the first episode is ready) and the drain (after the last
-generation call), which no schedule can overlap. Prints JSON.
+Prints JSON.
 """
 
 from __future__ import annotations
@@ -72,7 +77,7 @@ def script(turns: int):
     return body + [tool_call("submit")]
 
 
-SCHEDULES = {"windowed": {}, "eager": {"batch_window": 0.0}, "lockstep": {"sync_batches": True}}
+SCHEDULES = {"eager": {}, "windowed": {"batch_window": 0.3}, "lockstep": {"sync_batches": True}}
 
 
 def run(schedule: str, task_ids: list[str], k: int, concurrency: int, latency: tuple[float, float], turns: int) -> dict:
@@ -115,15 +120,16 @@ def main() -> None:
     warnings.simplefilter("ignore")
     run("eager", tasks, 1, len(tasks), (0.0, 0.0), 1)  # warm the pristine-tree cache outside the timings
     results = {s: run(s, tasks, args.k, args.concurrency, tuple(args.latency), args.turns) for s in SCHEDULES}
-    o, e, l = results["windowed"], results["eager"], results["lockstep"]
+    e, w, l = results["eager"], results["windowed"], results["lockstep"]
     print(json.dumps({
         "config": {"episodes": len(tasks) * args.k, "concurrency": args.concurrency, "k": args.k,
                    "latency_s": list(args.latency), "turns_per_episode": args.turns},
         **results,
-        "ratios": {"wall_lockstep_over_windowed": round(l["wall_s"] / o["wall_s"], 3),
-                   "wall_eager_over_windowed": round(e["wall_s"] / o["wall_s"], 3),
-                   "overhead_lockstep_over_windowed": round(l["env_overhead"] / max(o["env_overhead"], 1e-9), 2)},
-        "target": {"env_overhead_steady_le_5pct": o["env_overhead_steady"] <= 0.05},
+        "ratios": {"wall_lockstep_over_eager": round(l["wall_s"] / e["wall_s"], 3),
+                   "wall_windowed_over_eager": round(w["wall_s"] / e["wall_s"], 3),
+                   "overhead_lockstep_over_eager": round(l["env_overhead"] / max(e["env_overhead"], 1e-9), 2),
+                   "overhead_windowed_over_eager": round(w["env_overhead"] / max(e["env_overhead"], 1e-9), 2)},
+        "target": {"env_overhead_steady_le_5pct": e["env_overhead_steady"] <= 0.05},
     }, indent=2))
 
 
