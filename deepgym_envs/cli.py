@@ -6,6 +6,8 @@
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
     deepgym audit [TASKSET] --out audit.json [--weak-verifier]
     deepgym sandbox check | reap
+    deepgym train --online | --from trajectories.jsonl      (agents.rloo)
+    deepgym plot-run RUN_DIR
 """
 
 from __future__ import annotations
@@ -182,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     from deepgym_envs.audit.cli import add_audit_parser
 
     add_audit_parser(sub)
+    from agents.rloo.cli import add_train_parser
+
+    add_train_parser(sub)  # train, plot-run
 
     sb = sub.add_parser("sandbox", help="sandbox utilities").add_subparsers(dest="sandbox_cmd", required=True)
     p = sb.add_parser("check", help="can this machine run the default (namespace) backend?")

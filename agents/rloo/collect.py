@@ -114,9 +114,10 @@ class DirectCollector:
         with torch.no_grad():
             logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits  # (B, T, V)
             last = logits[torch.arange(len(contexts)), (lengths - 1).to(device)].float()       # (B, V)
-            logp = torch.log_softmax(last / self.temperature, dim=-1).cpu()
-            tokens = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)          # (B,)
-            chosen = logp.gather(1, tokens[:, None]).squeeze(1)
+            probs = torch.softmax(last / self.temperature, dim=-1).cpu()
+            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)               # (B,)
+            # recorded under the raw (T = 1) distribution, like the agent loop's backends
+            chosen = torch.log_softmax(last, dim=-1).cpu().gather(1, tokens[:, None]).squeeze(1)
         return tokens.tolist(), chosen.tolist()
 
     def _step(self, e: int, traj: Trajectory, p: "_Pending", context: list[int]) -> bool:
@@ -161,7 +162,7 @@ class LoopCollector:
     params: Any = None
     """``agents.llm.SamplingParams``; the backend's defaults when None."""
     max_steps: int = 10
-    max_context_tokens: int = 0
+    max_context_tokens: int = 32768
     concurrency: int = 1
     out: str | None = None
     """Append every trajectory to this JSONL file as well."""

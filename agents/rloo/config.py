@@ -27,7 +27,8 @@ class TrainConfig:
     lora_rank: int = 8
     lora_alpha: int = 16
     # -- rollouts (online) -----------------------------------------------------------------------
-    env_id: str = "deepgym/GridNav-v0"
+    env_id: str = "deepgym/SWE-v0"
+    """The environment: ``deepgym/SWE-v0`` (agent loop + LLM backend) or ``deepgym/GridNav-v0`` (direct sampler)."""
     tasks: str = ""
     """Task set for the env (``builtin``, a JSONL file); empty = the env's own default set."""
     task_ids: list[str] = field(default_factory=list)
@@ -39,9 +40,12 @@ class TrainConfig:
     max_steps: int = 10
     """Turn budget per episode for envs that take one (SWE-v0)."""
     max_new_tokens: int = 256
-    """Tokens per model turn (GridNav: 1)."""
+    """Tokens per model turn (GridNav always takes 1: a move is one word, one token)."""
     temperature: float = 1.0
-    """Sampling temperature; training divides the logits by it too, so on-policy ratios start at 1."""
+    """Sampling temperature. Behaviour log-probs are those of the raw (T = 1) distribution, as the agent
+    loop records them, so only T = 1 is exactly on-policy; other values bias the batch slightly."""
+    max_context_tokens: int = 8192
+    """Agent loop: prompt plus completions of an episode never exceed this."""
     # -- advantages ------------------------------------------------------------------------------
     advantage: Literal["turn", "trajectory"] = "turn"
     gamma: float = 1.0
@@ -59,6 +63,8 @@ class TrainConfig:
     """Entropy bonus weight (0 = off)."""
     # -- optimiser -------------------------------------------------------------------------------
     lr: float = 1e-5
+    lr_decay: Literal["none", "linear"] = "none"
+    """``linear``: decay the learning rate to 0 at ``steps``, so a policy that has converged stops drifting."""
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     """Clip the global gradient norm to this (0 = off)."""

@@ -64,16 +64,16 @@ def collate(flats: Sequence[Flat], advantages: Sequence[Sequence[float]], pad_id
     return Batch(ids, attn, mask, old, adv)
 
 
-def token_logprobs(model: Any, batch: Batch, temperature: float = 1.0,
-                   with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+def token_logprobs(model: Any, batch: Batch, with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probability (and entropy) of each generated token under ``model``, flattened to (N,).
 
     Only the N generated positions are pushed through the softmax, which keeps memory at
-    N × vocab instead of B × T × vocab for long agent contexts.
+    N × vocab instead of B × T × vocab for long agent contexts. The distribution is the raw one
+    (temperature 1), the one the agent loop records behaviour log-probs under.
     """
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits  # (B, T, V)
     target_mask = batch.loss_mask[:, 1:]                                        # (B, T-1): token t+1 is predicted at t
-    picked = logits[:, :-1][target_mask].float() / temperature                  # (N, V)
+    picked = logits[:, :-1][target_mask].float()                                # (N, V)
     targets = batch.input_ids[:, 1:][target_mask]                               # (N,)
     logp_all = torch.log_softmax(picked, dim=-1)                                # (N, V)
     logp = logp_all.gather(1, targets[:, None]).squeeze(1)                      # (N,)

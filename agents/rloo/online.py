@@ -73,16 +73,16 @@ def task_ids_for(config: TrainConfig) -> list[str]:
 
 def make_collector(config: TrainConfig, model: Any, tokenizer: Any) -> Collector:
     if config.env_id == GRIDNAV:
-        return DirectCollector(model, tokenizer, env_id=config.env_id, max_new_tokens=config.max_new_tokens,
+        # a GridNav move is one word, and the word-level tokenizer makes it one token
+        return DirectCollector(model, tokenizer, env_id=config.env_id, max_new_tokens=1,
                                temperature=config.temperature, seed=config.seed)
     from agents.llm import HFBackend, SamplingParams  # the agent loop's backends
 
     env_kwargs = {"tasks": config.tasks} if config.tasks else {}
     llm = HFBackend(model=model, tokenizer=tokenizer)
-    params = SamplingParams(max_tokens=config.max_new_tokens, temperature=config.temperature, top_p=1.0,
-                            stop=None, seed=config.seed)
+    params = SamplingParams(max_tokens=config.max_new_tokens, temperature=config.temperature, seed=config.seed)
     return LoopCollector(llm, env_id=config.env_id, env_kwargs=env_kwargs, params=params,
-                         max_steps=config.max_steps, out=str(Path(config.out) / "trajectories.jsonl"))
+                         max_steps=config.max_steps, max_context_tokens=config.max_context_tokens, out=str(Path(config.out) / "trajectories.jsonl"))
 
 
 def train_online(config: TrainConfig, *, collector: Collector | None = None,
@@ -137,6 +137,8 @@ def train_offline(config: TrainConfig, path: str | Path) -> RLOOTrainer:
     """Train on a trajectory file: ``config.tasks_per_step`` groups per step, cycling for ``config.steps``."""
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    if not Path(path).is_file():
+        raise TrainConfigError(f"no trajectory file at {path} (write one with agents.loop.collect(..., out=PATH))")
     batches = group_batches(list(read_trajectories(path)), config.tasks_per_step)
     if not batches:
         raise TrainConfigError(f"{path} holds no trajectories")

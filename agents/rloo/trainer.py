@@ -53,6 +53,9 @@ class RLOOTrainer:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+        # stepped once per training step (not per optimiser update): the schedule follows the run
+        decay = (lambda s: max(0.0, 1.0 - s / config.steps)) if config.lr_decay == "linear" else (lambda s: 1.0)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.rng = random.Random(config.seed)
         self.updates = 0
@@ -71,6 +74,7 @@ class RLOOTrainer:
         metrics["adv_abs_mean"] = sum(abs(a) for a in turn_adv) / len(turn_adv) if turn_adv else 0.0
         metrics["train_sequences"] = len(items)
         if not items:  # every group was filtered: nothing to learn from this batch
+            self.scheduler.step()
             metrics.update(skipped=1, train_time=time.perf_counter() - started)
             return metrics
         sums: dict[str, float] = {"pg": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "ratio_mean": 0.0}
@@ -86,7 +90,8 @@ class RLOOTrainer:
                     tokens_seen += p.tokens
         metrics.update({key: value / max(tokens_seen, 1) for key, value in sums.items()})
         metrics.update(grad_norm=sum(norms) / len(norms), train_tokens=tokens_seen / self.config.epochs,
-                       train_time=time.perf_counter() - started, skipped=0)
+                       train_time=time.perf_counter() - started, skipped=0, lr=self.scheduler.get_last_lr()[0])
+        self.scheduler.step()
         return metrics
 
     def _update(self, items: list[tuple[Any, list[float]]]) -> tuple[float, list[Any]]:
@@ -99,7 +104,7 @@ class RLOOTrainer:
         parts = []
         for batch in micro:
             with self._autocast():
-                logp, entropy = token_logprobs(self.model, batch, cfg.temperature)
+                logp, entropy = token_logprobs(self.model, batch)
                 ref = self._ref_logprobs(batch) if cfg.kl_coef > 0 else None
             part = rloo_loss(logp, batch, n_tokens_step=n_tokens, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
                              ref_logp=ref, kl_coef=cfg.kl_coef, entropy=entropy, entropy_coef=cfg.entropy_coef)
@@ -115,9 +120,9 @@ class RLOOTrainer:
     def _ref_logprobs(self, batch: Batch) -> torch.Tensor:
         with torch.no_grad():
             if self.ref_model is not None:
-                return token_logprobs(self.ref_model, batch, self.config.temperature, with_entropy=False)[0]
+                return token_logprobs(self.ref_model, batch, with_entropy=False)[0]
             with self.model.disable_adapter():  # LoRA: the base weights are the reference policy
-                return token_logprobs(self.model, batch, self.config.temperature, with_entropy=False)[0]
+                return token_logprobs(self.model, batch, with_entropy=False)[0]
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.config.bf16 and self.device.type == "cuda":
@@ -133,6 +138,7 @@ class RLOOTrainer:
         self.model.save_pretrained(tmp)
         self.tokenizer.save_pretrained(tmp)
         torch.save({"step": step, "updates": self.updates, "optimizer": self.optimizer.state_dict(),
+                    "scheduler": self.scheduler.state_dict(),
                     "torch_rng": torch.random.get_rng_state(), "rng": self.rng.getstate(),
                     "extra": extra or {}}, tmp / STATE_FILE)
         if directory.exists():
@@ -145,6 +151,7 @@ class RLOOTrainer:
         """Restore the optimiser and RNG state saved next to the weights (the weights load with the model)."""
         state = torch.load(Path(directory) / STATE_FILE, map_location=self.device, weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
         torch.random.set_rng_state(state["torch_rng"])
         self.rng.setstate(state["rng"])
         self.updates = state["updates"]
