@@ -4,6 +4,7 @@
     deepgym tasks validate [TASKSET] [--workers N] [--runs N --record-flaky]
     deepgym batch TASK_ID --patches candidates.jsonl [--out verdicts.jsonl]
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
+    deepgym eval --agent openai|vllm|hf --model M [--base-url U] [--k N] [--concurrency C] [--max-steps S]
     deepgym audit [TASKSET] --out audit.json [--weak-verifier]
     deepgym sandbox check | reap
     deepgym train --online | --from trajectories.jsonl      (agents.rloo)
@@ -94,11 +95,14 @@ def _batch(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from agents import AGENTS, make_agent
+    from agents.evaluate import LLM_AGENTS, cli_llm_eval
     from deepgym_envs.evaluation import evaluate
     from deepgym_envs.tasks import load_tasks
 
+    if args.agent in LLM_AGENTS:
+        return cli_llm_eval(args)
     if args.agent not in AGENTS:  # make_agent's ValueError would surface as a traceback from a worker
-        raise DeepgymError(f"unknown agent {args.agent!r}; choose one of {', '.join(AGENTS)}")
+        raise DeepgymError(f"unknown agent {args.agent!r}; choose one of {', '.join(AGENTS + LLM_AGENTS)}")
     tasks = load_tasks(args.tasks)
     if args.limit:
         tasks = tasks[: args.limit]
@@ -172,13 +176,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_batch)
 
     p = sub.add_parser("eval", help="run an agent over a task set and report verdicts")
-    p.add_argument("--agent", required=True, help="oracle or noop")
+    p.add_argument("--agent", required=True, help="oracle, noop, or an LLM: openai, vllm, hf")
     p.add_argument("--tasks", default="builtin", help="'builtin', a .jsonl file or a directory")
     p.add_argument("--out", default=None, help="write results JSON here")
     p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
     p.add_argument("--max-steps", type=int, default=50, help="step budget per episode (0 = no limit)")
     p.add_argument("--concurrency", type=int, default=os.cpu_count() or 1, help="episodes in flight at once")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0 = all)")
+    from agents.evaluate import add_llm_eval_arguments
+
+    add_llm_eval_arguments(p)
     p.set_defaults(func=_eval)
 
     from deepgym_envs.audit.cli import add_audit_parser

@@ -1,0 +1,96 @@
+"""A tiny randomly initialised chat model, built locally (no download), for tests and CPU runs.
+
+    python -m agents.tiny_model OUT_DIR [--layers 2] [--hidden 64] [--seed 0]
+
+writes a ``Qwen2ForCausalLM`` and a byte-level tokenizer with a tool-aware ChatML template
+(Hermes-style ``<tool_call>`` / ``<tool_response>``, like Qwen's) that ``AutoModelForCausalLM`` and
+``AutoTokenizer`` load like any hub model. Every byte is one token and there are no merges, so
+tokenisation is prefix-stable: the ids of a conversation are the ids of its pieces concatenated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from agents.llm import require
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+#: ChatML with tools. Written without Jinja whitespace control so every newline is explicit.
+CHAT_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\n"
+    "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
+    "# Tools\n\nYou may call one of these functions:\n<tools>\n"
+    "{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools>\n\n"
+    "Call a function with <tool_call>{\"name\": <function-name>, \"arguments\": <args-json-object>}</tool_call>"
+    "<|im_end|>\n"
+    "{% elif messages[0].role == 'system' %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{% endif %}"
+    "{% for message in messages %}"
+    "{% if message.role == 'system' %}"
+    "{% elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n"
+    "{% else %}<|im_start|>{{ message.role }}\n{% if message.content %}{{ message.content }}{% endif %}"
+    "{% if message.tool_calls %}{% for call in message.tool_calls %}<tool_call>"
+    "{{ {'name': call.function.name, 'arguments': call.function.arguments} | tojson }}</tool_call>"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_tokenizer() -> Any:
+    """A byte-level tokenizer: 256 byte tokens plus the ChatML special tokens, with the template."""
+    tokenizers = require("tokenizers", "the tiny model")
+    transformers = require("transformers", "the tiny model")
+    byte_chars = tokenizers.pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(byte_chars))}
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    tok.add_special_tokens(SPECIAL)
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
+                                                pad_token="<|endoftext|>", bos_token=None)
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_model(tokenizer: Any, *, layers: int = 2, hidden: int = 64, heads: int = 4, seed: int = 0) -> Any:
+    torch = require("torch", "the tiny model")
+    transformers = require("transformers", "the tiny model")
+    config = transformers.Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), max_position_embeddings=32768,
+        tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None)
+    torch.manual_seed(seed)
+    return transformers.Qwen2ForCausalLM(config)
+
+
+def write_tiny_model(out_dir: str | Path, *, layers: int = 2, hidden: int = 64, seed: int = 0) -> Path:
+    """Build and save a tiny model and its tokenizer; returns the directory."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer, layers=layers, hidden=hidden, seed=seed)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agents.tiny_model", description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    path = write_tiny_model(args.out_dir, layers=args.layers, hidden=args.hidden, seed=args.seed)
+    print(f"tiny model written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
