@@ -57,6 +57,9 @@ class AdvantageConfig:
     """``gated``: process rewards count only when the episode's outcome reaches this."""
     absent: Literal["exclude", "zero"] = "exclude"
     """How rollouts that already ended count in the baseline at a later turn (module docstring)."""
+    filter_zero_variance: bool = True
+    """Drop groups whose advantages are all 0. Off: they stay (with advantage 0), so the KL and
+    entropy terms still act on them."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("turn", "trajectory"):
@@ -86,7 +89,7 @@ class GroupStats:
     unbaselined_turns: int = 0
     """Turns no other rollout of the group reached (``absent="exclude"``): advantage 0."""
     per_group: dict[str, str] = field(default_factory=dict)
-    """group_id → ``used`` | ``too_small`` | ``zero_variance``."""
+    """group_id → ``used`` | ``too_small`` | ``zero_variance`` | ``zero_variance_kept``."""
 
     def as_metrics(self) -> dict[str, float]:
         n = max(self.groups, 1)
@@ -203,10 +206,12 @@ def compute_advantages(trajectories: Sequence[Trajectory],
         if all(abs(a) <= EPS for row in advantages for a in row):
             stats.zero_variance_groups += 1
             stats.per_group[gid] = "zero_variance"
-            continue
+            if config.filter_zero_variance:
+                continue
+            stats.per_group[gid] = "zero_variance_kept"
         stats.used_groups += 1
         stats.unbaselined_turns += unbaselined
-        stats.per_group[gid] = "used"
+        stats.per_group.setdefault(gid, "used")
         for traj, row in zip(members, advantages):
             out[traj.episode_id] = row
     return out, stats

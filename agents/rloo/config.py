@@ -37,6 +37,8 @@ class TrainConfig:
     """Distinct tasks rolled out per training step."""
     k: int = 8
     """Rollouts per task: the RLOO group size (≥ 2)."""
+    sandbox: str = ""
+    """SWE-v0's sandbox backend (empty = the env's default, ``namespace``)."""
     max_steps: int = 10
     """Turn budget per episode for envs that take one (SWE-v0)."""
     max_new_tokens: int = 256
@@ -52,6 +54,9 @@ class TrainConfig:
     reward: Literal["env", "outcome", "gated"] = "env"
     gate_threshold: float = 1.0
     absent: Literal["exclude", "zero"] = "exclude"
+    filter_zero_variance: bool = True
+    """Drop groups in which every rollout scored alike (no policy-gradient signal). Off: keep them for
+    the KL / entropy terms."""
     # -- loss ------------------------------------------------------------------------------------
     clip_low: float = 0.2
     """Ratios below 1 − clip_low stop pushing a negative-advantage token further down."""
@@ -106,7 +111,8 @@ class TrainConfig:
     def advantage_config(self) -> AdvantageConfig:
         try:
             return AdvantageConfig(mode=self.advantage, gamma=self.gamma, reward=self.reward,
-                                   gate_threshold=self.gate_threshold, absent=self.absent)
+                                   gate_threshold=self.gate_threshold, absent=self.absent,
+                                   filter_zero_variance=self.filter_zero_variance)
         except ValueError as exc:
             raise TrainConfigError(str(exc)) from None
 

@@ -76,9 +76,12 @@ def make_collector(config: TrainConfig, model: Any, tokenizer: Any) -> Collector
         # a GridNav move is one word, and the word-level tokenizer makes it one token
         return DirectCollector(model, tokenizer, env_id=config.env_id, max_new_tokens=1,
                                temperature=config.temperature, seed=config.seed)
-    from agents.llm import HFBackend, SamplingParams  # the agent loop's backends
+    from agents.llm import SamplingParams  # the agent loop's backends
+    from agents.llm.hf import HFBackend
 
-    env_kwargs = {"tasks": config.tasks} if config.tasks else {}
+    env_kwargs: dict[str, Any] = {"tasks": config.tasks} if config.tasks else {}
+    if config.sandbox:
+        env_kwargs["sandbox"] = config.sandbox
     llm = HFBackend(model=model, tokenizer=tokenizer)
     params = SamplingParams(max_tokens=config.max_new_tokens, temperature=config.temperature, seed=config.seed)
     return LoopCollector(llm, env_id=config.env_id, env_kwargs=env_kwargs, params=params,
