@@ -4,10 +4,14 @@ success on deepgym/GridNav-v0, on a CPU, within a fixed and seeded budget (100 s
 from __future__ import annotations
 
 import pytest
-import torch
 
-from agents.rloo.online import load_policy, train_online
-from agents.rloo.recipes import gridnav_config, success_rate
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from agents.rloo.online import load_policy, train_online  # noqa: E402
+from agents.rloo.recipes import gridnav_config, success_rate  # noqa: E402
 
 
 @pytest.fixture

@@ -5,13 +5,17 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
-from agents.rloo.config import TrainConfig, TrainConfigError
-from agents.rloo.loss import collate, rloo_loss, token_logprobs
-from agents.rloo.tiny import tiny_causal_lm, word_tokenizer
-from agents.rloo.trainer import RLOOTrainer, latest_checkpoint
-from agents.trajectory import Trajectory, Turn
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from agents.rloo.config import TrainConfig, TrainConfigError  # noqa: E402
+from agents.rloo.loss import collate, rloo_loss, token_logprobs  # noqa: E402
+from agents.rloo.tiny import tiny_causal_lm, word_tokenizer  # noqa: E402
+from agents.rloo.trainer import RLOOTrainer, latest_checkpoint  # noqa: E402
+from agents.trajectory import Trajectory, Turn  # noqa: E402
 
 WORDS = ["a", "b", "c", "d", "obs"]
 

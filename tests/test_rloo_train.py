@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
-from agents.rloo.collect import DirectCollector
-from agents.rloo.metrics import read_metrics
-from agents.rloo.tiny import tiny_causal_lm, word_tokenizer
-from agents.trajectory import append_trajectories, read_trajectories
-from deepgym_envs.cli import main
-from deepgym_envs.gridnav import VOCABULARY, gridnav_tasks
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from agents.rloo.collect import DirectCollector  # noqa: E402
+from agents.rloo.metrics import read_metrics  # noqa: E402
+from agents.rloo.tiny import tiny_causal_lm, word_tokenizer  # noqa: E402
+from agents.trajectory import append_trajectories, read_trajectories  # noqa: E402
+from deepgym_envs.cli import main  # noqa: E402
+from deepgym_envs.gridnav import VOCABULARY, gridnav_tasks  # noqa: E402
 
 GRID = ["--env-id", "deepgym/GridNav-v0", "--k", "4", "--tasks-per-step", "3", "--lr", "1e-3", "--no-show-progress"]
 
