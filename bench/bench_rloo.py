@@ -1,6 +1,6 @@
 """Turn-level RLOO with process rewards vs trajectory-level RLOO with the outcome only. Prints JSON.
 
-    python bench/bench_rloo.py [--steps 100] [--seeds 0 1] [--png bench_rloo.png]
+    python bench/bench_rloo.py [--steps 150] [--seeds 0 1] [--png bench_rloo.png]
 
 Both arms train the same random-init tiny transformer on ``deepgym/GridNav-v0`` with the same
 recipe and budget (steps × 8 tasks × 8 rollouts, same seeds, same learning rate); they differ only
@@ -83,7 +83,7 @@ def plot(results: dict[str, Any], png: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--png", default="bench_rloo.png")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (tiny matrices: 1 is fastest)")

@@ -132,3 +132,10 @@ def test_bad_config_fails_fast():
         AdvantageConfig(gamma=1.5)
     with pytest.raises(ValueError, match="two rollouts"):
         group_advantages([[1.0]], AdvantageConfig())
+
+
+def test_zero_variance_groups_can_be_kept_for_the_regularisers():
+    trajs = [make_traj([0.0, 1.0], idx=0), make_traj([0.0, 1.0], idx=1)]
+    adv, stats = compute_advantages(trajs, AdvantageConfig(filter_zero_variance=False))
+    assert stats.zero_variance_groups == 1 and stats.per_group == {"g": "zero_variance_kept"}
+    assert adv == {t.episode_id: [0.0, 0.0] for t in trajs}

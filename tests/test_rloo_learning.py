@@ -1,5 +1,5 @@
 """The learning proof: turn-level RLOO takes a random-init tiny transformer from chance to ≥ 80 %
-success on deepgym/GridNav-v0, on a CPU, within a fixed and seeded budget (100 steps × 64 episodes)."""
+success on deepgym/GridNav-v0, on a CPU, within a fixed and seeded budget (150 steps × 64 episodes)."""
 
 from __future__ import annotations
 

@@ -135,3 +135,26 @@ def test_config_errors_say_what_to_fix():
         TrainConfig(advantage="episode")
     with pytest.raises(TrainConfigError, match="unknown TrainConfig field"):
         TrainConfig.from_dict({"learning_rate": 1.0})
+
+
+def test_weights_for_a_generator_merge_lora_under_the_base_names(policy):
+    from agents.rloo.trainer import _with_lora
+    from agents.rloo.weights import policy_state_dict
+
+    model, tok = policy
+    base_names = set(model.state_dict())
+    peft_model = _with_lora(model, TrainConfig(lora=True, lora_rank=2))
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.1)  # a non-zero adapter, so merging changes the weights
+    ids = torch.tensor([[tok.bos_token_id, 4, 5, 6]])
+    with torch.no_grad():
+        expected = peft_model(input_ids=ids).logits
+    merged = policy_state_dict(peft_model)
+    assert set(merged) == base_names
+    plain = tiny_causal_lm(len(tok), seed=1, hidden=32, layers=1, heads=2)
+    plain.load_state_dict(merged)
+    with torch.no_grad():
+        assert torch.allclose(plain(input_ids=ids).logits, expected, atol=1e-5)
+        assert torch.allclose(peft_model(input_ids=ids).logits, expected)  # the adapters were unmerged again

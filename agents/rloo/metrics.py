@@ -85,8 +85,7 @@ PANELS = (
 )
 
 
-def plot_run(run_dir: str | Path, out: str | Path | None = None, *,
-             curves: dict[str, Sequence[float]] | None = None) -> Path:
+def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Draw a run's ``metrics.jsonl`` as a 2×2 grid of curves; returns the PNG path."""
     import matplotlib
 

@@ -14,8 +14,6 @@ a stale batch can move the policy.
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -50,9 +48,11 @@ def load_policy(config: TrainConfig, checkpoint: Path | None = None) -> tuple[An
         return tiny_causal_lm(len(tokenizer), seed=config.seed), tokenizer
     path = Path(config.model)
     if config.model == "tiny":  # a chat model for SWE-v0: the agent loop's tiny random-init model
+        from agents.tiny_model import write_tiny_model
+
         path = Path(config.out) / "tiny-model"
         if not (path / "config.json").exists():
-            subprocess.run([sys.executable, "-m", "agents.tiny_model", str(path)], check=True)
+            write_tiny_model(path, seed=config.seed)
     if not (path / "config.json").exists():
         raise TrainConfigError(f"model {config.model!r} is not a model directory (no config.json); "
                                "pass a save_pretrained directory or 'tiny'")
