@@ -13,10 +13,12 @@ exactly, and telescopes to Φ_final − Φ_initial so it cannot change the optim
 
 >>> import gymnasium as gym, deepgym_envs
 >>> env = gym.make("deepgym/GridNav-v0")
->>> obs, info = env.reset(options={"task_id": info_task_id})       # doctest: +SKIP
->>> obs                                                           # doctest: +SKIP
-'navigate to the goal with up down left right at 0 1 goal 3 1'
->>> obs, reward, terminated, truncated, info = env.step("right")   # doctest: +SKIP
+>>> obs, info = env.reset(options={"task_id": "grid-00-30"})
+>>> obs
+'navigate to the goal with up down left right at 0 0 goal 3 0'
+>>> obs, reward, terminated, truncated, info = env.step("right")
+>>> obs, round(reward, 3), info["reward_components"]
+('at 1 0 goal 3 0', 0.333, {'invalid_action': 0.0, 'shaping': 0.33333333333333337})
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from deepgym_envs.env import ResetNeeded
 from deepgym_envs.errors import UnknownTaskError
 from deepgym_envs.grading import Verdict
 from deepgym_envs.rewards import RewardConfig, RewardModel
@@ -110,7 +113,7 @@ class GridNavEnv(gym.Env[str, str]):
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done or self.task is None:
-            raise RuntimeError("the episode is over (or never started): call reset() first")
+            raise ResetNeeded("the episode is over (or never started): call reset() first")
         self._steps += 1
         word = str(action).strip().lower()
         invalid = word not in MOVES

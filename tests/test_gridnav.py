@@ -7,6 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import deepgym_envs  # noqa: F401  (registers the environments)
+from deepgym_envs.env import ResetNeeded
 from deepgym_envs.errors import UnknownTaskError
 from deepgym_envs.gridnav import MOVES, GridNavEnv, GridTask, gridnav_tasks
 
@@ -29,6 +30,8 @@ def test_shortest_path_resolves_with_shaping_that_telescopes():
     assert terminated and not truncated and info["verdict"]["status"] == "resolved" and not info["masked"]
     assert info["reward_components"]["outcome"] == 1.0
     assert total == pytest.approx(1.0 + 1.0)  # Φ_final − Φ_initial = 1, plus the outcome
+    with pytest.raises(ResetNeeded):
+        env.step("up")
 
 
 def test_wrong_moves_walls_and_nonsense_are_told_apart():
