@@ -53,9 +53,8 @@ class RLOOTrainer:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-        # stepped once per training step (not per optimiser update): the schedule follows the run
-        decay = (lambda s: max(0.0, 1.0 - s / config.steps)) if config.lr_decay == "linear" else (lambda s: 1.0)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
+        self.steps_done = 0
+        """Training steps taken, skipped ones included: the learning-rate schedule follows the run."""
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.rng = random.Random(config.seed)
         self.updates = 0
@@ -64,6 +63,8 @@ class RLOOTrainer:
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """Advantages, then ``epochs × minibatches`` optimiser steps; returns the step's metrics."""
         started = time.perf_counter()
+        lr = self._set_lr()
+        self.steps_done += 1
         advantages, stats = compute_advantages(trajectories, self.config.advantage_config())
         items = []
         for traj in trajectories:
@@ -74,7 +75,6 @@ class RLOOTrainer:
         metrics["adv_abs_mean"] = sum(abs(a) for a in turn_adv) / len(turn_adv) if turn_adv else 0.0
         metrics["train_sequences"] = len(items)
         if not items:  # every group was filtered: nothing to learn from this batch
-            self.scheduler.step()
             metrics.update(skipped=1, train_time=time.perf_counter() - started)
             return metrics
         sums: dict[str, float] = {"pg": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "ratio_mean": 0.0}
@@ -90,9 +90,17 @@ class RLOOTrainer:
                     tokens_seen += p.tokens
         metrics.update({key: value / max(tokens_seen, 1) for key, value in sums.items()})
         metrics.update(grad_norm=sum(norms) / len(norms), train_tokens=tokens_seen / self.config.epochs,
-                       train_time=time.perf_counter() - started, skipped=0, lr=self.scheduler.get_last_lr()[0])
-        self.scheduler.step()
+                       train_time=time.perf_counter() - started, skipped=0, lr=lr)
         return metrics
+
+    def _set_lr(self) -> float:
+        """``lr`` for this step: constant, or linear decay reaching 0 at ``config.steps``."""
+        lr = self.config.lr
+        if self.config.lr_decay == "linear":
+            lr *= max(0.0, 1.0 - self.steps_done / self.config.steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
 
     def _update(self, items: list[tuple[Any, list[float]]]) -> tuple[float, list[Any]]:
         """One optimiser step over ``items``, accumulating gradients micro-batch by micro-batch."""
@@ -138,7 +146,7 @@ class RLOOTrainer:
         self.model.save_pretrained(tmp)
         self.tokenizer.save_pretrained(tmp)
         torch.save({"step": step, "updates": self.updates, "optimizer": self.optimizer.state_dict(),
-                    "scheduler": self.scheduler.state_dict(),
+                    "steps_done": self.steps_done,
                     "torch_rng": torch.random.get_rng_state(), "rng": self.rng.getstate(),
                     "extra": extra or {}}, tmp / STATE_FILE)
         if directory.exists():
@@ -151,7 +159,7 @@ class RLOOTrainer:
         """Restore the optimiser and RNG state saved next to the weights (the weights load with the model)."""
         state = torch.load(Path(directory) / STATE_FILE, map_location=self.device, weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        self.steps_done = state["steps_done"]
         torch.random.set_rng_state(state["torch_rng"])
         self.rng.setstate(state["rng"])
         self.updates = state["updates"]
