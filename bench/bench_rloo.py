@@ -9,7 +9,9 @@ in how the advantage is formed:
 * ``turn_process``: per-turn return-to-go of every reward the env pays (shaping, penalties,
   outcome), against the leave-one-out baseline at the same turn (``advantage=turn, reward=env``);
 * ``trajectory_outcome``: one advantage per episode from the final verdict alone, the classic
-  K/(K−1) RLOO form (``advantage=trajectory, reward=outcome``).
+  K/(K−1) RLOO form (``advantage=trajectory, reward=outcome``);
+* ``trajectory_process`` (a control): one advantage per episode from the episode return with the
+  process rewards in it, separating "which rewards" from "per-turn credit".
 
 The JSON holds each arm's learning curve (training-batch resolved rate per step, averaged over the
 seeds), the final success of each seed's policy on 16 fresh episodes per task, the steps each arm
@@ -36,6 +38,7 @@ from agents.rloo.recipes import gridnav_config, success_rate
 ARMS = {
     "turn_process": {"advantage": "turn", "reward": "env"},
     "trajectory_outcome": {"advantage": "trajectory", "reward": "outcome"},
+    "trajectory_process": {"advantage": "trajectory", "reward": "env"},
 }
 
 
@@ -98,6 +101,10 @@ def main() -> None:
         "ratios": {
             "final_success_turn_over_trajectory": turn["final_success_mean"] / max(traj["final_success_mean"], 1e-9),
             "auc_turn_over_trajectory": turn["area_under_curve"] / max(traj["area_under_curve"], 1e-9),
+            "final_success_turn_over_trajectory_process":
+                turn["final_success_mean"] / max(arms["trajectory_process"]["final_success_mean"], 1e-9),
+            "auc_turn_over_trajectory_process":
+                turn["area_under_curve"] / max(arms["trajectory_process"]["area_under_curve"], 1e-9),
         },
     }
     plot(results, Path(args.png))

@@ -32,6 +32,10 @@ class Collector(Protocol):
         """Make the generator sample from ``model``'s current weights; returns the seconds it took."""
         ...
 
+    def close(self) -> None:
+        """Release environments the collector keeps between batches."""
+        ...
+
 
 @dataclass
 class DirectCollector:
@@ -96,6 +100,11 @@ class DirectCollector:
     def sync(self, model: Any) -> float:
         self.model = model  # the same module object: nothing to copy
         return 0.0
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+        self._envs.clear()
 
     # -- internals ---------------------------------------------------------------------------------
     def _encode(self, text: str) -> list[int]:
@@ -184,3 +193,6 @@ class LoopCollector:
             return 0.0  # transformers backend sharing the trained module: already in sync
         self.llm.update_weights(policy_state_dict(model))
         return time.perf_counter() - t0
+
+    def close(self) -> None:
+        pass  # agents.loop.collect opens and closes its environments on every call

@@ -17,7 +17,7 @@ import random
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from agents.rloo.collect import Collector, DirectCollector, LoopCollector
 from agents.rloo.config import TrainConfig, TrainConfigError
@@ -84,45 +84,44 @@ def make_collector(config: TrainConfig, model: Any, tokenizer: Any) -> Collector
         env_kwargs["sandbox"] = config.sandbox
     llm = HFBackend(model=model, tokenizer=tokenizer)
     params = SamplingParams(max_tokens=config.max_new_tokens, temperature=config.temperature, seed=config.seed)
-    return LoopCollector(llm, env_id=config.env_id, env_kwargs=env_kwargs, params=params,
-                         max_steps=config.max_steps, max_context_tokens=config.max_context_tokens, out=str(Path(config.out) / "trajectories.jsonl"))
+    return LoopCollector(llm, env_id=config.env_id, env_kwargs=env_kwargs, params=params, max_steps=config.max_steps,
+                         max_context_tokens=config.max_context_tokens,
+                         out=str(Path(config.out) / "trajectories.jsonl"))
 
 
 def train_online(config: TrainConfig, *, collector: Collector | None = None,
                  trainer: RLOOTrainer | None = None) -> RLOOTrainer:
     """Run ``config.steps`` online steps (resuming when asked); returns the trainer with the final policy."""
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    ckpt = latest_checkpoint(out) if config.resume else None
-    if trainer is None:
-        model, tokenizer = load_policy(config, ckpt)
-        trainer = RLOOTrainer(model, tokenizer, config)
-    first = 1
-    if ckpt is not None:
-        first = trainer.load_state(ckpt)["step"] + 1
+    trainer, first = _start(config, trainer)
+    owned = collector is None
     collector = collector or make_collector(config, trainer.model, trainer.tokenizer)
-    collector.sync(trainer.model)
     tasks = task_ids_for(config)
     rng = random.Random(config.seed * 7919 + first)  # a resumed run draws fresh, still reproducible tasks
-    config.save(out / "config.json")
-    with MetricsLog(out / "metrics.jsonl") as log, \
-            progress_bar("rloo", config.steps - first + 1, enabled=config.show_progress) as advance:
-        for step in range(first, config.steps + 1):
-            chosen = rng.sample(tasks, min(config.tasks_per_step, len(tasks)))
-            t0 = time.perf_counter()
-            trajectories = collector.collect(chosen, config.k, policy_version=step - 1)
-            rollout_time = time.perf_counter() - t0
-            row = {"step": step, **rollout_metrics(trajectories), "rollout_time": rollout_time}
-            row.update(trainer.step(trajectories))
-            row["sync_time"] = collector.sync(trainer.model)
-            row["gen_tokens_per_s"] = row["gen_tokens"] / max(rollout_time, 1e-9)
-            row["train_tokens_per_s"] = row.get("train_tokens", 0) / max(row["train_time"], 1e-9)
-            log.write(row)
-            advance(f"reward {row['reward_mean']:+.3f}  resolved {row['resolved_rate']:.0%}  "
-                    f"entropy {row.get('entropy', 0):.2f}")
-            if config.checkpoint_every and step % config.checkpoint_every == 0 and step != config.steps:
-                trainer.save(out / "checkpoints" / f"step-{step}", step=step)
-    trainer.save(out / "checkpoints" / f"step-{config.steps}", step=config.steps)
+
+    def batch(step: int) -> tuple[list[Trajectory], dict[str, float]]:
+        chosen = rng.sample(tasks, min(config.tasks_per_step, len(tasks)))
+        t0 = time.perf_counter()
+        trajectories = collector.collect(chosen, config.k, policy_version=step - 1)
+        return trajectories, {"rollout_time": time.perf_counter() - t0}
+
+    try:
+        collector.sync(trainer.model)
+        _run(config, trainer, first, "rloo", batch, after_update=lambda: {"sync_time": collector.sync(trainer.model)})
+    finally:
+        if owned:
+            collector.close()
+    return trainer
+
+
+def train_offline(config: TrainConfig, path: str | Path) -> RLOOTrainer:
+    """Train on a trajectory file: ``config.tasks_per_step`` groups per step, cycling for ``config.steps``."""
+    if not Path(path).is_file():
+        raise TrainConfigError(f"no trajectory file at {path} (write one with agents.loop.collect(..., out=PATH))")
+    batches = group_batches(list(read_trajectories(path)), config.tasks_per_step)
+    if not batches:
+        raise TrainConfigError(f"{path} holds no trajectories")
+    trainer, first = _start(config, None)
+    _run(config, trainer, first, "rloo offline", lambda step: (batches[(step - 1) % len(batches)], {}))
     return trainer
 
 
@@ -136,29 +135,36 @@ def group_batches(trajectories: Sequence[Trajectory], groups_per_step: int) -> l
             for i in range(0, len(ordered), groups_per_step)]
 
 
-def train_offline(config: TrainConfig, path: str | Path) -> RLOOTrainer:
-    """Train on a trajectory file: ``config.tasks_per_step`` groups per step, cycling for ``config.steps``."""
+def _start(config: TrainConfig, trainer: RLOOTrainer | None) -> tuple[RLOOTrainer, int]:
+    """The trainer (from the newest checkpoint when resuming) and the first step to run."""
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    if not Path(path).is_file():
-        raise TrainConfigError(f"no trajectory file at {path} (write one with agents.loop.collect(..., out=PATH))")
-    batches = group_batches(list(read_trajectories(path)), config.tasks_per_step)
-    if not batches:
-        raise TrainConfigError(f"{path} holds no trajectories")
     ckpt = latest_checkpoint(out) if config.resume else None
-    model, tokenizer = load_policy(config, ckpt)
-    trainer = RLOOTrainer(model, tokenizer, config)
+    if trainer is None:
+        trainer = RLOOTrainer(*load_policy(config, ckpt), config)
     first = trainer.load_state(ckpt)["step"] + 1 if ckpt is not None else 1
     config.save(out / "config.json")
+    return trainer, first
+
+
+def _run(config: TrainConfig, trainer: RLOOTrainer, first: int, label: str,
+         batch: Callable[[int], tuple[list[Trajectory], dict[str, float]]],
+         after_update: Callable[[], dict[str, float]] = dict) -> None:
+    """Steps ``first..config.steps``: get a batch, update, log one metrics line, checkpoint."""
+    out = Path(config.out)
     with MetricsLog(out / "metrics.jsonl") as log, \
-            progress_bar("rloo offline", config.steps - first + 1, enabled=config.show_progress) as advance:
+            progress_bar(label, config.steps - first + 1, enabled=config.show_progress) as advance:
         for step in range(first, config.steps + 1):
-            batch = batches[(step - 1) % len(batches)]
-            row = {"step": step, **rollout_metrics(batch), **trainer.step(batch)}
+            trajectories, timing = batch(step)
+            row: dict[str, Any] = {"step": step, **rollout_metrics(trajectories), **timing}
+            row.update(trainer.step(trajectories))
+            row.update(after_update())
+            if "rollout_time" in row:
+                row["gen_tokens_per_s"] = row["gen_tokens"] / max(row["rollout_time"], 1e-9)
             row["train_tokens_per_s"] = row.get("train_tokens", 0) / max(row["train_time"], 1e-9)
             log.write(row)
-            advance(f"reward {row['reward_mean']:+.3f}  used groups {row['used_groups']}")
+            advance(f"reward {row['reward_mean']:+.3f}  resolved {row['resolved_rate']:.0%}  "
+                    f"used groups {row['used_groups']}/{row['groups']}")
             if config.checkpoint_every and step % config.checkpoint_every == 0 and step != config.steps:
                 trainer.save(out / "checkpoints" / f"step-{step}", step=step)
     trainer.save(out / "checkpoints" / f"step-{config.steps}", step=config.steps)
-    return trainer
