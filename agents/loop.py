@@ -5,7 +5,8 @@
 The main thread only generates: it takes every episode that is waiting for the model, makes one
 batched call, and hands each completion to a worker thread that steps that episode's environment.
 So environment steps (tool calls, test runs, grading) overlap with the next generation call, and
-the engine idles only when no episode at all is waiting for it.
+the engine idles only when no episode at all is waiting for it. (``sync_batches`` and
+``batch_window`` trade that overlap for bigger batches.)
 
 Two kinds of backend (:mod:`agents.llm`):
 
@@ -19,6 +20,12 @@ Two kinds of backend (:mod:`agents.llm`):
 An episode stops when the agent submits (``submitted``), the step budget runs out (``max_steps``),
 the next prompt would not fit (``context_length``: the final state is still graded, by a submit the
 loop sends), or the backend or the harness fails (``error: ...``, masked: no verdict).
+
+What the loop adds to :class:`agents.trajectory.Trajectory` (all in ``metadata``, nothing in the
+schema itself): ``ids`` (see above), ``template_prefix_stable``, ``template_match``, ``patch`` (the
+final diff, for SWE-bench predictions), ``wall_time``, ``completion_tokens`` (chat mode, as the
+server counted), ``graded_by: "loop_submit"`` and ``observation_cut`` (context_length endings),
+``traceback`` (error endings); per turn, ``timing["template"]`` beside ``generate`` and ``env``.
 """
 
 from __future__ import annotations
@@ -66,7 +73,8 @@ def collect(llm: Any, tasks: Sequence[str | Task], *, env_id: str = "deepgym/SWE
             env_kwargs: dict[str, Any] | None = None, k: int = 1, concurrency: int = 8, max_steps: int = 30,
             max_context_tokens: int = 32768, params: SamplingParams | None = None, out: str | Path | None = None,
             policy_version: int = 0, show_progress: bool = True, seed: int = 0,
-            pool: EnvPool | None = None, verify_template: bool = True) -> list[Trajectory]:
+            pool: EnvPool | None = None, verify_template: bool = True,
+            sync_batches: bool = False, batch_window: float = 0.0) -> list[Trajectory]:
     """Run ``k`` episodes of every task with ``llm``; return the trajectories in task order.
 
     Args:
@@ -78,9 +86,16 @@ def collect(llm: Any, tasks: Sequence[str | Task], *, env_id: str = "deepgym/SWE
         max_context_tokens: token mode: prompt plus completion never exceeds it.
         out: append each trajectory to this JSONL file as its episode ends.
         policy_version: recorded in ``Trajectory.policy`` (the trainer's step).
+        seed: reset seed of the first episode (the others count up from it); with
+            ``params.seed`` set, each episode and turn also samples with its own derived seed.
         pool: where environments come from (default: :class:`LocalEnvPool`).
         verify_template: token mode: check at the end of each episode that the incremental ids
             equal the template rendering of the whole conversation (``metadata["template_match"]``).
+        sync_batches: wait until every episode in flight needs the model before each call (the
+            largest batches, but the engine idles through every environment step: lockstep).
+            Default: call the engine as soon as any episode waits, so steps overlap generation.
+        batch_window: seconds the first waiting episode waits for others to join its call
+            (bigger batches, less overlap; ``bench/bench_loop.py`` compares the three schedules).
     """
     if k < 1 or concurrency < 1:
         raise DeepgymError("k and concurrency must be at least 1")
@@ -90,7 +105,7 @@ def collect(llm: Any, tasks: Sequence[str | Task], *, env_id: str = "deepgym/SWE
     ids = [t.instance_id if isinstance(t, Task) else t for t in tasks]
     if any(isinstance(t, Task) for t in tasks) and "tasks" not in kwargs:
         kwargs["tasks"] = [t for t in tasks if isinstance(t, Task)]
-    runner = _Runner(llm, params, max_context_tokens, out, verify_template)
+    runner = _Runner(llm, params, max_context_tokens, out, verify_template, sync_batches, batch_window)
     model = getattr(llm, "model_name", type(llm).__name__)
     episodes: list[_Episode] = []
     for task_id in ids:
@@ -114,8 +129,9 @@ class _Runner:
     """The scheduling: one generating thread (the caller's), ``concurrency`` environment threads."""
 
     def __init__(self, llm: Any, params: SamplingParams, max_context: int, out: str | Path | None,
-                 verify_template: bool) -> None:
+                 verify_template: bool, sync_batches: bool = False, batch_window: float = 0.0) -> None:
         self.llm, self.params, self.max_context = llm, params, max_context
+        self.sync_batches, self.batch_window = sync_batches, batch_window
         self.token_mode = getattr(llm, "tokenizer", None) is not None
         self.out, self.verify_template = out, verify_template
         self.events: queue.Queue[tuple[str, _Episode]] = queue.Queue()
@@ -124,29 +140,44 @@ class _Runner:
     def run(self, episodes: list[_Episode], pool: EnvPool, concurrency: int, advance: Callable[[str], None]) -> None:
         self.pool = pool
         todo = list(reversed(episodes))
-        in_flight = 0
+        in_flight, ready, ready_since = 0, [], 0.0
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="deepgym-env") as workers:
             self.workers = workers
             while todo or in_flight:
                 while todo and in_flight < concurrency:
                     self._submit(self._start, todo.pop())
                     in_flight += 1
-                events = [self.events.get()]  # block until some episode needs the model or ends,
-                while True:  # then take every other event already waiting: they share one call
+                # Block until an episode needs the model or ends; with some already waiting, only
+                # until their batch window closes. Then take every event already there.
+                window = self._window()
+                timeout = None if not ready or window == float("inf") \
+                    else max(0.0, ready_since + window - time.perf_counter())
+                events = []
+                try:
+                    events.append(self.events.get(timeout=timeout))
+                except queue.Empty:
+                    pass
+                while True:
                     try:
                         events.append(self.events.get_nowait())
                     except queue.Empty:
                         break
-                ready = []
                 for kind, ep in events:
                     if kind == "ready":
+                        if not ready:
+                            ready_since = time.perf_counter()
                         ready.append(ep)
                         continue
                     in_flight -= 1
                     advance(f"{ep.task_id}#{ep.traj.rollout_index}: {ep.traj.stop_reason} "
                             f"{(ep.traj.verdict or {}).get('status', '')}")
-                if ready:
-                    self._generate(ready)
+                if ready and (len(ready) == in_flight or time.perf_counter() >= ready_since + self._window()):
+                    batch, ready = ready, []
+                    self._generate(batch)
+
+    def _window(self) -> float:
+        """How long waiting episodes wait for others to join their call (seconds)."""
+        return float("inf") if self.sync_batches else self.batch_window
 
     def _submit(self, fn: Callable[..., None], ep: _Episode, *args: Any) -> None:
         def job() -> None:
@@ -245,8 +276,10 @@ class _Runner:
         if self.token_mode:
             if not ep.traj.turns:
                 turn.prompt_ids = list(ep.ids)
+            t0 = time.perf_counter()
             delta = ep.formatter.delta_after(ep.messages, turn.completion_ids, assistant, new,
                                              generation_prompt=not done)
+            turn.timing["template"] = time.perf_counter() - t0
             ep.ids += turn.completion_ids
             room = self.max_context - len(ep.ids) - len(delta.ids)
             overflow = not done and room < min(MIN_COMPLETION_TOKENS, self.params.max_tokens)
