@@ -48,6 +48,8 @@ class TrainConfig:
     loop records them, so only T = 1 is exactly on-policy; other values bias the batch slightly."""
     max_context_tokens: int = 8192
     """Agent loop: prompt plus completions of an episode never exceed this."""
+    concurrency: int = 8
+    """Agent loop: episodes in flight at once (the engine batches their turns)."""
     # -- advantages ------------------------------------------------------------------------------
     advantage: Literal["turn", "trajectory"] = "turn"
     gamma: float = 1.0
@@ -101,7 +103,7 @@ class TrainConfig:
         if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
             raise TrainConfigError(f"clip bounds must satisfy 0 <= clip_low < 1 and clip_high >= 0, "
                                    f"not ({self.clip_low}, {self.clip_high})")
-        for name in ("tasks_per_step", "epochs", "minibatches", "micro_batch", "steps"):
+        for name in ("tasks_per_step", "epochs", "minibatches", "micro_batch", "steps", "concurrency"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.temperature <= 0:

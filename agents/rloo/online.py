@@ -85,7 +85,7 @@ def make_collector(config: TrainConfig, model: Any, tokenizer: Any) -> Collector
     llm = HFBackend(model=model, tokenizer=tokenizer)
     params = SamplingParams(max_tokens=config.max_new_tokens, temperature=config.temperature, seed=config.seed)
     return LoopCollector(llm, env_id=config.env_id, env_kwargs=env_kwargs, params=params, max_steps=config.max_steps,
-                         max_context_tokens=config.max_context_tokens,
+                         max_context_tokens=config.max_context_tokens, concurrency=config.concurrency,
                          out=str(Path(config.out) / "trajectories.jsonl"))
 
 
