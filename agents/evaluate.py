@@ -149,13 +149,13 @@ def make_backend(args: argparse.Namespace) -> Any:
 
 
 def model_context(llm: Any, requested: int) -> int:
+    """The context length to keep episodes within: asked for, else the engine's or the model's."""
     if requested:
         return requested
-    for obj in (getattr(llm, "model", None), getattr(getattr(llm, "engine", None), "llm_engine", None)):
-        n = getattr(getattr(obj, "config", None), "max_position_embeddings", None)
-        if isinstance(n, int) and n > 0:
-            return n
-    return 32768
+    vllm_config = getattr(getattr(getattr(llm, "engine", None), "llm_engine", None), "model_config", None)
+    n = getattr(vllm_config, "max_model_len", None) or getattr(
+        getattr(getattr(llm, "model", None), "config", None), "max_position_embeddings", None)
+    return n if isinstance(n, int) and n > 0 else 32768
 
 
 def run_llm_eval(args: argparse.Namespace) -> LLMEvalResult:
