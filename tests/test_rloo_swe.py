@@ -49,6 +49,8 @@ def test_one_online_iteration_on_a_builtin_task(tmp_path):
     assert row["episodes"] == 2 and row["groups"] == 1 and row["masked_episodes"] == 0
     assert row["train_sequences"] == 2 and row["train_tokens"] > 0 and row["grad_norm"] > 0
     assert 0.0 <= row["resolved_rate"] <= 1.0 and row["entropy"] > 0 and row["env_time"] > 0
+    # the trainer's log-probs of the loop's token ids equal the engine's: the ids line up exactly
+    assert row["ratio_mean"] == pytest.approx(1.0, abs=1e-3) and row["clip_frac"] == 0.0
     after = dict(trainer.model.named_parameters())
     assert any(not torch.equal(before[n], after[n].detach()) for n in before)  # the optimiser step moved them
     trajs = list(read_trajectories(tmp_path / "run" / "trajectories.jsonl"))
