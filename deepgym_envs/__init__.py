@@ -31,6 +31,8 @@ for _env_id, _kwargs in ENV_IDS.items():
     if _env_id not in gym.registry:
         gym.register(_env_id, entry_point="deepgym_envs.env:SWEEnv", kwargs=_kwargs,
                      disable_env_checker=False, order_enforce=True)
+if "deepgym/GridNav-v0" not in gym.registry:  # a small multi-turn env the RLOO trainer learns from scratch
+    gym.register("deepgym/GridNav-v0", entry_point="deepgym_envs.gridnav:GridNavEnv")
 
 __all__ = ["DeepgymError", "ENV_IDS", "ExecResult", "InfrastructureError", "Sandbox", "SandboxError",
            "SandboxLimits", "SandboxUnavailable", "Task", "TaskFormatError", "ToolCall", "ToolError",

@@ -9,6 +9,8 @@
     deepgym leaderboard [--results leaderboard/results] [--out leaderboard/index.html]
     deepgym sandbox check | reap
     deepgym images build [--offline]
+    deepgym train --online | --from trajectories.jsonl      (agents.rloo)
+    deepgym plot-run RUN_DIR
 """
 
 from __future__ import annotations
@@ -205,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     from deepgym_envs.images import add_images_parser
 
     add_images_parser(sub)
+
+    from agents.rloo.cli import add_train_parser
+
+    add_train_parser(sub)  # train, plot-run
 
     sb = sub.add_parser("sandbox", help="sandbox utilities").add_subparsers(dest="sandbox_cmd", required=True)
     p = sb.add_parser("check", help="can this machine run the default (namespace) backend?")

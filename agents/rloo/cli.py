@@ -1,0 +1,94 @@
+"""``deepgym train`` and ``deepgym plot-run``.
+
+    deepgym train --online --env-id deepgym/GridNav-v0 --steps 150 --lr 1e-3 --out runs/grid
+    deepgym train --online --tasks builtin --model tiny --steps 1 --k 2 --out runs/swe
+    deepgym train --from trajectories.jsonl --model MODEL_DIR --out runs/offline
+    deepgym plot-run runs/grid          # → runs/grid/curves.png
+
+Every :class:`~agents.rloo.config.TrainConfig` field is a flag (``lr`` → ``--lr``), with the field's
+docstring as its help, so the dataclass stays the one place the options are documented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import typing
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any
+
+from agents.rloo.config import TrainConfig
+
+
+def _field_docs() -> dict[str, str]:
+    """The docstring under each field of TrainConfig (Python keeps none at run time)."""
+    tree = ast.parse(inspect.getsource(TrainConfig))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr) \
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+            docs[node.target.id] = " ".join(nxt.value.value.split()).replace("%", "%%")
+    return docs
+
+
+def add_train_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``train`` and ``plot-run`` on the ``deepgym`` command's subparsers."""
+    p = subparsers.add_parser("train", help="turn-level RLOO: train a policy online or from trajectory files")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--online", action="store_true", help="roll out with the current policy, train, repeat")
+    source.add_argument("--from", dest="from_path", metavar="TRAJECTORIES.jsonl", help="train on recorded trajectories")
+    p.add_argument("--config", metavar="JSON", help="a TrainConfig as JSON (flags given here override it)")
+    docs = _field_docs()
+    hints = typing.get_type_hints(TrainConfig)
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS,
+                                  "help": f"{docs.get(f.name, '')} (default: {default})"}
+        hint = hints[f.name]
+        if hint is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(hint) is list:
+            flag, kwargs["action"] = "--task-id", "append"
+        else:
+            if typing.get_origin(hint) is typing.Literal:
+                kwargs["choices"] = typing.get_args(hint)
+            kwargs["type"] = type(default)
+        p.add_argument(flag, **kwargs)
+    p.set_defaults(func=_train)
+
+    p = subparsers.add_parser("plot-run", help="draw a training run's metrics.jsonl as curves (PNG)")
+    p.add_argument("run_dir", help="the --out directory of a deepgym train run")
+    p.add_argument("--out", default=None, help="PNG path (default: RUN_DIR/curves.png)")
+    p.set_defaults(func=_plot_run)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    import json
+
+    row: dict[str, Any] = json.loads(Path(args.config).read_text()) if args.config else {}
+    row.update({f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)})
+    return TrainConfig.from_dict(row)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from agents.rloo.online import train_offline, train_online
+    from deepgym_envs.progress import console
+
+    config = config_from_args(args)
+    trainer = train_offline(config, args.from_path) if args.from_path else train_online(config)
+    out = Path(config.out)
+    console().print(f"{trainer.updates} updates; metrics in {out / 'metrics.jsonl'}, "
+                    f"checkpoint in {out / 'checkpoints' / f'step-{config.steps}'}")
+    return 0
+
+
+def _plot_run(args: argparse.Namespace) -> int:
+    from agents.rloo.metrics import plot_run
+    from deepgym_envs.progress import console
+
+    console().print(f"wrote {plot_run(args.run_dir, args.out)}")
+    return 0

@@ -1,0 +1,133 @@
+"""``TrainConfig``: every knob of the RLOO trainer, documented once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from agents.rloo.advantages import AdvantageConfig
+from deepgym_envs.errors import DeepgymError
+
+
+class TrainConfigError(DeepgymError):
+    """A training configuration that cannot work; the message says which field and why."""
+
+
+@dataclass
+class TrainConfig:
+    """One training run: data, advantages, loss, optimiser, schedule, output."""
+
+    # -- what to train ---------------------------------------------------------------------------
+    model: str = "tiny"
+    """A model directory (``save_pretrained`` layout), or ``tiny``: a random-init model built in code."""
+    lora: bool = False
+    """Train LoRA adapters (peft) instead of every weight."""
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    # -- rollouts (online) -----------------------------------------------------------------------
+    env_id: str = "deepgym/SWE-v0"
+    """The environment: ``deepgym/SWE-v0`` (agent loop + LLM backend) or ``deepgym/GridNav-v0`` (direct sampler)."""
+    tasks: str = ""
+    """Task set for the env (``builtin``, a JSONL file); empty = the env's own default set."""
+    task_ids: list[str] = field(default_factory=list)
+    """Train on these tasks only (empty = all tasks of the set)."""
+    tasks_per_step: int = 8
+    """Distinct tasks rolled out per training step."""
+    k: int = 8
+    """Rollouts per task: the RLOO group size (≥ 2)."""
+    sandbox: str = ""
+    """SWE-v0's sandbox backend (empty = the env's default, ``namespace``)."""
+    max_steps: int = 10
+    """Turn budget per episode for envs that take one (SWE-v0)."""
+    max_new_tokens: int = 256
+    """Tokens per model turn (GridNav always takes 1: a move is one word, one token)."""
+    temperature: float = 1.0
+    """Sampling temperature. Behaviour log-probs are those of the raw (T = 1) distribution, as the agent
+    loop records them, so only T = 1 is exactly on-policy; other values bias the batch slightly."""
+    max_context_tokens: int = 8192
+    """Agent loop: prompt plus completions of an episode never exceed this."""
+    concurrency: int = 8
+    """Agent loop: episodes in flight at once (the engine batches their turns)."""
+    # -- advantages ------------------------------------------------------------------------------
+    advantage: Literal["turn", "trajectory"] = "turn"
+    gamma: float = 1.0
+    reward: Literal["env", "outcome", "gated"] = "env"
+    gate_threshold: float = 1.0
+    absent: Literal["exclude", "zero"] = "exclude"
+    filter_zero_variance: bool = True
+    """Drop groups in which every rollout scored alike (no policy-gradient signal). Off: keep them for
+    the KL / entropy terms."""
+    # -- loss ------------------------------------------------------------------------------------
+    clip_low: float = 0.2
+    """Ratios below 1 − clip_low stop pushing a negative-advantage token further down."""
+    clip_high: float = 0.28
+    """Ratios above 1 + clip_high stop pushing a positive-advantage token up (asymmetric: DAPO's clip-higher)."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL estimate to the frozen initial policy (0 = off, no reference kept)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus weight (0 = off)."""
+    # -- optimiser -------------------------------------------------------------------------------
+    lr: float = 1e-5
+    lr_decay: Literal["none", "linear"] = "none"
+    """``linear``: decay the learning rate to 0 at ``steps``, so a policy that has converged stops drifting."""
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (0 = off)."""
+    epochs: int = 1
+    """Passes over each batch of rollouts."""
+    minibatches: int = 1
+    """Optimiser steps per pass; after the first one the ratios leave 1 and the clip matters."""
+    micro_batch: int = 8
+    """Sequences per forward/backward; gradients accumulate over a minibatch's micro-batches."""
+    bf16: bool = True
+    """bf16 autocast on a GPU (ignored on a CPU)."""
+    device: str = "auto"
+    """``auto`` (cuda when present), ``cpu`` or ``cuda``."""
+    # -- schedule and output ---------------------------------------------------------------------
+    steps: int = 100
+    """Training steps: each one collects a batch (online) or takes one (offline), then updates."""
+    seed: int = 0
+    out: str = "runs/rloo"
+    """Run directory: ``config.json``, ``metrics.jsonl``, ``checkpoints/step-N``."""
+    checkpoint_every: int = 50
+    """Save every N steps (and at the end). 0 = only at the end."""
+    resume: bool = False
+    """Continue from the newest checkpoint in ``out``."""
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.k < 2:
+            raise TrainConfigError(f"k={self.k}: RLOO needs at least 2 rollouts per task for a leave-one-out baseline")
+        if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
+            raise TrainConfigError(f"clip bounds must satisfy 0 <= clip_low < 1 and clip_high >= 0, "
+                                   f"not ({self.clip_low}, {self.clip_high})")
+        for name in ("tasks_per_step", "epochs", "minibatches", "micro_batch", "steps", "concurrency"):
+            if getattr(self, name) < 1:
+                raise TrainConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.temperature <= 0:
+            raise TrainConfigError("temperature must be > 0 (greedy decoding has no behaviour log-probabilities)")
+        self.advantage_config()  # validates mode / reward / absent / gamma
+
+    def advantage_config(self) -> AdvantageConfig:
+        try:
+            return AdvantageConfig(mode=self.advantage, gamma=self.gamma, reward=self.reward,
+                                   gate_threshold=self.gate_threshold, absent=self.absent,
+                                   filter_zero_variance=self.filter_zero_variance)
+        except ValueError as exc:
+            raise TrainConfigError(str(exc)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(row) - known)
+        if unknown:
+            raise TrainConfigError(f"unknown TrainConfig field(s): {', '.join(unknown)}")
+        return cls(**row)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")

@@ -1,0 +1,36 @@
+"""Known-good settings, and the evaluation the learning test and the benchmark share.
+
+``gridnav_config`` is the recipe that takes a random-init tiny transformer to ≥ 80 % success on
+``deepgym/GridNav-v0`` in 150 steps of 64 episodes on a CPU (checked with seeds 0, 1, 2): a high
+learning rate for a 90 k-parameter model, decayed to 0 so a converged policy stops drifting, γ = 0.9
+so a move is credited mostly with its own and the next few steps' rewards, and a small entropy bonus
+that keeps a group from collapsing onto one failing path (a group whose rollouts are identical has
+no variance, hence no gradient, and could never recover).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.rloo.config import TrainConfig
+
+GRIDNAV = "deepgym/GridNav-v0"
+
+
+def gridnav_config(**overrides: Any) -> TrainConfig:
+    """The GridNav learning recipe; ``overrides`` replace any field (``seed``, ``out``, ``steps``, ...)."""
+    settings: dict[str, Any] = dict(env_id=GRIDNAV, model="tiny", steps=150, tasks_per_step=8, k=8, lr=1e-3,
+                                    lr_decay="linear", gamma=0.9, entropy_coef=0.01, minibatches=2, micro_batch=64,
+                                    max_new_tokens=1, checkpoint_every=0, device="cpu")
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+def success_rate(model: Any, tokenizer: Any, *, episodes_per_task: int = 16, seed: int = 12345) -> float:
+    """Resolved fraction of sampled (temperature 1) episodes on every GridNav task."""
+    from agents.rloo.collect import DirectCollector
+    from deepgym_envs.gridnav import gridnav_tasks
+
+    tasks = [t.instance_id for t in gridnav_tasks()]
+    trajs = DirectCollector(model, tokenizer, env_id=GRIDNAV, seed=seed).collect(tasks, episodes_per_task)
+    return sum(t.resolved for t in trajs) / len(trajs)
