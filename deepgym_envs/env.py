@@ -66,7 +66,7 @@ class SWEEnv(gym.Env[str, str]):
                  reward_mode: str = "process", invalid_action_penalty: float = 0.05,
                  p2p_weight: float = 1.0, localisation_bonus: float = 0.0, gate_threshold: float = 1.0,
                  limits: SandboxLimits | None = None, grading_timeout: float = GRADING_TIMEOUT,
-                 record_timing: bool = False, render_mode: str | None = None) -> None:
+                 record_timing: bool = False, render_mode: str | None = None, warm_tests: bool = True) -> None:
         """
         Args:
             tasks: ``"builtin"``, a SWE-bench-style ``.jsonl`` file or directory, or Task objects.
@@ -83,6 +83,8 @@ class SWEEnv(gym.Env[str, str]):
             grading_timeout: seconds the hidden-test run may take.
             record_timing: add wall-clock timings to ``info["timing"]``. Off by default because
                 Gymnasium's checker requires ``info`` to be the same for the same seed and actions.
+            warm_tests: serve ``run_tests`` from a pre-imported pytest server inside the sandbox
+                (same results as a cold run, without interpreter start-up; namespace backend).
         """
         self.tasks = list(tasks) if isinstance(tasks, list) else load_tasks(tasks)
         if not self.tasks:
@@ -99,6 +101,7 @@ class SWEEnv(gym.Env[str, str]):
                                                 localisation_bonus, gate_threshold))
         self.render_mode = render_mode
         self.record_timing = record_timing
+        self.warm_tests = warm_tests
         self.tool_schemas = schemas_for(toolset)
         self.observation_space = AnyText(MAX_TEXT, min_length=0)
         self.action_space = AnyText(MAX_TEXT, min_length=0)
@@ -130,7 +133,7 @@ class SWEEnv(gym.Env[str, str]):
             self._close_sandbox()
             self._sandbox = make_sandbox(pristine_tree(task), self.backend, self.limits)
             self._sandbox_task = task.instance_id
-        self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd)
+        self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd, warm_tests=self.warm_tests)
         self._steps, self._done, self.verdict = 0, False, None
         self._graded_patch = ""
         self.rewards.reset(self._potential(task, "") if self.rewards.config.shaped else None)

@@ -162,14 +162,23 @@ def test_files(ids: list[str]) -> list[str]:
     return out
 
 
-def run_pytest(sb: Sandbox, args: list[str], timeout: float) -> tuple[dict[str, Any] | None, Any]:
-    """Run pytest through deepgym's runner; return (report or None, ExecResult)."""
+def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = False
+               ) -> tuple[dict[str, Any] | None, Any]:
+    """Run pytest through deepgym's runner; return (report or None, ExecResult).
+
+    ``warm``: use the sandbox's warm test server where it has one (same results, no interpreter
+    start-up); any failure of the server itself falls back to a cold run.
+    """
     support = getattr(sb, "support_dir")
-    argv = ["python", f"{support}/deepgym_pytest.py", "-p", "no:cacheprovider", *args]
+    pytest_args = ["-p", "no:cacheprovider", *args]
     # Plugins are not auto-loaded from installed packages: it is faster (pytest-benchmark alone
     # costs seconds here) and nothing the agent plants can register itself. Tasks that need a
     # plugin name it in their test_cmd (``-p NAME``).
-    result = sb.exec(argv, timeout, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, report=True)
+    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    warm_run = getattr(sb, "warm_pytest", None) if warm else None
+    result = warm_run(pytest_args, timeout, env) if warm_run is not None else None
+    if result is None:
+        result = sb.exec(["python", f"{support}/deepgym_pytest.py", *pytest_args], timeout, env=env, report=True)
     return parse_report(result.report), result
 
 

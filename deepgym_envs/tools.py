@@ -87,7 +87,7 @@ class Tools:
     """Runs tool calls against one sandbox."""
 
     def __init__(self, sandbox: Sandbox, toolset: str = "default", *, test_args: list[str] | None = None,
-                 bash_timeout: float = 60.0, test_timeout: float = 300.0) -> None:
+                 bash_timeout: float = 60.0, test_timeout: float = 300.0, warm_tests: bool = True) -> None:
         if toolset not in TOOLSETS:
             raise ValueError(f"unknown toolset {toolset!r}; choose one of {', '.join(TOOLSETS)}")
         self.sandbox = sandbox
@@ -95,6 +95,7 @@ class Tools:
         self.test_args = list(test_args or [])
         self.bash_timeout = bash_timeout
         self.test_timeout = test_timeout
+        self.warm_tests = warm_tests  # run_tests through the sandbox's warm server, where it has one
         self._impl: dict[str, Callable[..., ToolResult]] = {
             "view": self.view, "search": self.search, "edit": self.edit, "run_tests": self.run_tests,
             "bash": self.bash, "submit": self.submit}
@@ -248,7 +249,8 @@ class Tools:
             if t.startswith("-"):
                 raise ToolError(f"run_tests: {t!r} is not a test path or id (options are not accepted)")
         started = time.monotonic()
-        report, result = run_pytest(self.sandbox, [*self.test_args, "-q", *(tests or [])], self.test_timeout)
+        report, result = run_pytest(self.sandbox, [*self.test_args, "-q", *(tests or [])], self.test_timeout,
+                                    warm=self.warm_tests)
         outcomes = (report or {}).get("tests", {})
         summary = {k: sum(v == k for v in outcomes.values()) for k in ("passed", "failed", "error", "skipped")}
         text = result.output

@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
-from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits
+from deepgym_envs.sandbox.base import ExecResult, HostViewSandbox, SandboxLimits
 from deepgym_envs.sandbox.cgroup import PidsCgroup
+from deepgym_envs.sandbox.warm import WarmRunner
 
 #: The holder: mount the workspace, say so, then wait. Arguments, never interpolation.
 _HOLDER_SCRIPT = r"""
@@ -81,7 +82,8 @@ class NamespaceSandbox(HostViewSandbox):
 
     support_dir = SUPPORT_DIR
 
-    def __init__(self, pristine: Path, limits: SandboxLimits | None = None) -> None:
+    def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, warm_tests: bool = True) -> None:
+        """``warm_tests``: serve pytest runs from a pre-imported server (see :mod:`.warm`)."""
         require_available()
         super().__init__(pristine, limits or SandboxLimits())
         lower = str(Path(pristine).resolve())
@@ -93,6 +95,8 @@ class NamespaceSandbox(HostViewSandbox):
         self._mnt = os.path.join(self._tmp, "mnt")
         os.mkdir(self._mnt)
         self._holder: subprocess.Popen | None = None
+        self.warm_tests = warm_tests
+        self._warm: WarmRunner | None = None
         self._cgroup = PidsCgroup.create(self.limits.max_processes)
         try:
             self._start_holder()
@@ -177,17 +181,41 @@ class NamespaceSandbox(HostViewSandbox):
             argv += ["--setenv", key, value]
         return argv + ["--", *cmd]
 
+    def warm_pytest(self, args: list[str], timeout: float | None, env: dict[str, str]) -> ExecResult | None:
+        """Run the deepgym pytest runner with ``args`` on the warm server; None: run it cold instead.
+
+        The server starts at the first call (that call pays its start-up) and lives until
+        ``reset()`` or ``close()``; it serves only this sandbox.
+        """
+        self._check_open()
+        if not self.warm_tests:
+            return None
+        if self._warm is None:
+            self._warm = WarmRunner(self, env)
+        return self._warm.run(args, timeout or self.limits.timeout, env, self.workdir)
+
     # -- lifecycle -----------------------------------------------------------------------------
     def reset(self) -> None:
-        """A fresh holder over the same pristine tree: the old upper layer vanishes with its tmpfs."""
+        """A fresh holder over the same pristine tree: the old upper layer vanishes with its tmpfs.
+
+        A warm test server, if this sandbox has used one, is replaced too (its view was of the old
+        workspace); the new one starts importing pytest now, in the background.
+        """
         self._check_open()
+        restart = self._warm is not None and self._warm.started
+        if self._warm is not None:
+            self._warm.stop()
         self._stop_holder()
         self._start_holder()
+        if restart and self._warm is not None:
+            self._warm.start()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._warm is not None:
+            self._warm.stop()
         self._stop_holder()
         if self._cgroup is not None:
             self._cgroup.close()

@@ -1,0 +1,126 @@
+"""The warm test server: runs *inside* a sandbox, ``python /deepgym/deepgym_warm.py CONTROL_FD``.
+
+Copied into the sandbox's support directory (never imported by deepgym on the host). It imports
+pytest and its built-in plugins once, then forks one child per test run, so a run skips the
+interpreter's and pytest's start-up. The child turns itself into exactly what the cold runner
+(``deepgym_pytest.py``) would be: same argv, environment, working directory, ``sys.path`` and
+descriptors, the report plugin imported fresh (a new nonce), and then ``pytest.main``. Nothing
+of the repository under test is ever imported here, so each child imports it afresh.
+
+The only way in is the control descriptor inherited from the host: one end of a socketpair, no
+path and no name, so nothing else in the sandbox can connect. The server is not dumpable, so a
+test cannot ptrace it or write its memory (bubblewrap leaves it no capability to override that);
+after each run it kills every process the run left behind.
+
+Protocol (SOCK_SEQPACKET, one message per datagram): the server sends ``{"ready": pid}``; the
+host sends ``{"args": [...], "cwd": str}`` with three descriptors attached (stdout, stderr and
+the report pipe); the server answers ``{"exit": code}`` once the run and all it started are gone.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+
+_SUPPORT = os.path.dirname(os.path.abspath(__file__))
+_RUNNER = os.path.join(_SUPPORT, "deepgym_pytest.py")
+_REPORT_FD = 3
+_PR_SET_DUMPABLE = 4
+
+# Exactly what the cold runner does to sys.path before pytest loads: drop the script's directory.
+sys.path[:] = [p for p in sys.path if p != sys.path[0]] if sys.path else sys.path
+sys.dont_write_bytecode = True
+_ENV = dict(os.environ)  # the environment the sandbox gave us: every run starts from it
+
+
+def _preload():
+    """pytest, its built-in plugins and the stdlib they pull in; nothing from the repository."""
+    import importlib
+
+    import pytest  # noqa: F401
+    from _pytest.config import default_plugins
+
+    for name in default_plugins:
+        importlib.import_module("_pytest." + name)
+    for name in ("doctest", "unittest", "pdb", "json", "tempfile", "shlex", "fnmatch", "inspect",
+                 "dataclasses", "decimal", "fractions", "datetime", "textwrap", "difflib", "pprint"):
+        importlib.import_module(name)
+
+
+def _dumpable(flag):
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, flag, 0, 0, 0)
+
+
+def _kill_leftovers():
+    """Everything in this PID namespace but its init and us: what the last run left running."""
+    for _ in range(3):  # a process forking while the signal goes round may leave one child
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+
+
+def _serve(ctrl):
+    """Answer requests until the host hangs up. Returns only in a forked child: its request."""
+    while True:
+        msg, fds, _, _ = socket.recv_fds(ctrl, 1 << 20, 3)
+        if not msg:
+            sys.exit(0)
+        request = json.loads(msg)
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            ctrl.send(json.dumps({"error": "expected 3 descriptors"}).encode())
+            continue
+        pid = os.fork()
+        if pid == 0:
+            ctrl.close()
+            request["fds"] = fds
+            return request
+        for fd in fds:
+            os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        _kill_leftovers()
+        # bubblewrap reports a command killed by signal N as 128 + N: so do we.
+        code = os.waitstatus_to_exitcode(status)
+        ctrl.send(json.dumps({"exit": 128 - code if code < 0 else code}).encode())
+
+
+def _become_run(request):
+    """Turn this forked child into the cold runner's process, then run pytest like it does."""
+    os.setsid()
+    _dumpable(1)
+    out, err, report = request["fds"]
+    null = os.open("/dev/null", os.O_RDONLY)
+    for src, dst in ((null, 0), (out, 1), (err, 2), (report, _REPORT_FD)):
+        os.dup2(src, dst)
+    os.closerange(_REPORT_FD + 1, os.sysconf("SC_OPEN_MAX"))
+    os.environ.clear()
+    os.environ.update(_ENV)
+    os.environ["DEEPGYM_REPORT_FD"] = str(_REPORT_FD)
+    os.chdir(request["cwd"])
+    sys.argv[:] = [_RUNNER, *request["args"]]
+    if "random" in sys.modules:  # every run draws its own random numbers, as a new process would
+        sys.modules["random"].seed()
+    sys.path.insert(0, _SUPPORT)
+    try:
+        import deepgym_report  # imported here, not in the server: a fresh nonce every run
+    finally:
+        del sys.path[0]
+    import pytest
+
+    sys.exit(pytest.main(request["args"], plugins=[deepgym_report]))
+
+
+def main():
+    ctrl = socket.socket(fileno=int(sys.argv[1]))
+    _preload()
+    _dumpable(0)
+    ctrl.send(json.dumps({"ready": os.getpid()}).encode())
+    _become_run(_serve(ctrl))
+
+
+if __name__ == "__main__":
+    main()
