@@ -21,8 +21,8 @@ ARGS = ["-q", "-rA", "tests"]
 
 
 def normalised(text: str) -> str:
-    """Output with the run's durations taken out (the only thing two identical runs differ in)."""
-    return re.sub(r"\d+\.\d+s", "N.NNs", text)
+    """Output without what differs between any two runs, cold or warm: durations, object addresses."""
+    return re.sub(r"0x[0-9a-f]+", "0xADDR", re.sub(r"\d+\.\d+s", "N.NNs", text))
 
 
 def cold_and_warm(sb, args: list[str], timeout: float = 60):
@@ -168,3 +168,31 @@ def test_builtin_tasks_same_results_as_cold(task):
             prepare_grading_view(sb, task, tree, patch)
             assert_same(*cold_and_warm(sb, [*task.test_cmd, "-rA", *grading.test_files(ids)], 300))
             assert sb._warm.fallbacks == 0
+
+
+# -- pooled grading views ---------------------------------------------------------------------
+def test_pooled_views_grade_like_fresh_sandboxes_and_forget_the_last_candidate(toy_task):
+    from deepgym_envs.grading import grade
+    from deepgym_envs.sandbox.pool import ViewPool
+
+    # A candidate that leaves files in /tmp and in the workspace, and a process running.
+    sneaky = toy_task.patch + (
+        "diff --git a/src/calc/leave.py b/src/calc/leave.py\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/src/calc/leave.py\n@@ -0,0 +1,3 @@\n+import subprocess\n"
+        "+open('/tmp/planted', 'w').write('x')\n+subprocess.Popen(['sleep', '1000'], start_new_session=True)\n")
+    sneaky = sneaky.replace("+    return max(lo, min(x, hi))", "+    import calc.leave\n+    return max(lo, min(x, hi))")
+    probe = toy_task.patch.replace("+    return max(lo, min(x, hi))",
+                                   "+    import os\n+    assert not os.path.exists('/tmp/planted')\n"
+                                   "+    assert not os.path.exists('/testbed/src/calc/leave.py')\n"
+                                   "+    assert not [p for p in os.listdir('/proc') if p.isdigit() and\n"
+                                   "+                open(f'/proc/{p}/cmdline', 'rb').read().startswith(b'sleep')]\n"
+                                   "+    return max(lo, min(x, hi))")
+    with ViewPool() as pool:
+        for patch in ("", toy_task.patch, sneaky, probe, ""):
+            pooled, fresh = grade(toy_task, patch, views=pool), grade(toy_task, patch)
+            assert (pooled.status, pooled.tests) == (fresh.status, fresh.tests), (pooled.reason, fresh.reason)
+        assert grade(toy_task, probe, views=pool).status == "resolved"  # nothing of `sneaky` was left
+        assert pool.created == 1 and pool.lent == 6 and pool.idle == 1
+        (sb,) = [entry[1] for entry in pool._idle.values()]
+        assert sb._warm.runs == 6 and sb._warm.fallbacks == 0
+    assert sb._closed

@@ -18,8 +18,10 @@ the report pipe); the server answers ``{"exit": code}`` once the run and all it 
 """
 
 import ctypes
+import gc
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -28,6 +30,12 @@ _SUPPORT = os.path.dirname(os.path.abspath(__file__))
 _RUNNER = os.path.join(_SUPPORT, "deepgym_pytest.py")
 _REPORT_FD = 3
 _PR_SET_DUMPABLE = 4
+#: Standard-library modules that test suites commonly import (most come with pytest anyway).
+_STDLIB = ("doctest", "unittest", "unittest.mock", "pdb", "json", "tempfile", "shlex", "fnmatch", "inspect",
+           "dataclasses", "decimal", "fractions", "datetime", "textwrap", "difflib", "pprint", "csv",
+           "statistics", "typing", "enum", "functools", "itertools", "collections", "string", "copy",
+           "operator", "html", "urllib.parse", "logging", "argparse", "uuid", "hashlib", "base64",
+           "subprocess", "threading", "queue", "heapq", "bisect", "numbers", "calendar", "locale", "gettext")
 
 # Exactly what the cold runner does to sys.path before pytest loads: drop the script's directory.
 sys.path[:] = [p for p in sys.path if p != sys.path[0]] if sys.path else sys.path
@@ -44,9 +52,11 @@ def _preload():
 
     for name in default_plugins:
         importlib.import_module("_pytest." + name)
-    for name in ("doctest", "unittest", "pdb", "json", "tempfile", "shlex", "fnmatch", "inspect",
-                 "dataclasses", "decimal", "fractions", "datetime", "textwrap", "difflib", "pprint"):
-        importlib.import_module(name)
+    for name in _STDLIB:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # a trimmed-down Python: that module is simply imported cold
+            pass
 
 
 def _dumpable(flag):
@@ -60,6 +70,25 @@ def _kill_leftovers():
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
             return
+
+
+def _wait(pid, ctrl):
+    """The child's wait status, or None if the host hung up first (nobody is left to read it).
+
+    The server is not killed with its owner (a parent-death signal would fire when the owner's
+    *thread* ends, and environments live in worker threads), so this is how it notices."""
+    with select.epoll() as ep:
+        pidfd = os.pidfd_open(pid)
+        ep.register(pidfd, select.EPOLLIN)
+        ep.register(ctrl.fileno(), select.EPOLLIN | select.EPOLLHUP)
+        try:
+            while True:
+                for fd, _ in ep.poll():
+                    if fd == pidfd:
+                        return os.waitpid(pid, 0)[1]
+                    return None  # the host sends nothing during a run: this is its hang-up
+        finally:
+            os.close(pidfd)
 
 
 def _serve(ctrl):
@@ -81,8 +110,10 @@ def _serve(ctrl):
             return request
         for fd in fds:
             os.close(fd)
-        _, status = os.waitpid(pid, 0)
+        status = _wait(pid, ctrl)
         _kill_leftovers()
+        if status is None:  # the host is gone: so is everything here
+            sys.exit(0)
         # bubblewrap reports a command killed by signal N as 128 + N: so do we.
         code = os.waitstatus_to_exitcode(status)
         ctrl.send(json.dumps({"exit": 128 - code if code < 0 else code}).encode())
@@ -91,6 +122,7 @@ def _serve(ctrl):
 def _become_run(request):
     """Turn this forked child into the cold runner's process, then run pytest like it does."""
     os.setsid()
+    gc.enable()
     _dumpable(1)
     out, err, report = request["fds"]
     null = os.open("/dev/null", os.O_RDONLY)
@@ -116,7 +148,12 @@ def _become_run(request):
 
 def main():
     ctrl = socket.socket(fileno=int(sys.argv[1]))
+    gc.disable()
     _preload()
+    # Everything imported so far goes to the collector's permanent generation: a child's
+    # collections (pytest runs five at the end of a session) then neither walk the preloaded heap
+    # nor write to it, which would copy every page of it into the child.
+    gc.freeze()
     _dumpable(0)
     ctrl.send(json.dumps({"ready": os.getpid()}).encode())
     _become_run(_serve(ctrl))

@@ -36,10 +36,19 @@ from deepgym_envs.sandbox.warm import WarmRunner
 _HOLDER_SCRIPT = r"""
 set -e
 mount -t tmpfs -o "size=$2,mode=0755" deepgym "$1"
+mount --make-shared "$1"  # so renew()'s new overlays show in every bubblewrap view of this sandbox
 mkdir "$1/upper" "$1/work" "$1/merged" "$1/tmp"
 mount -t overlay overlay -o "lowerdir=$3,upperdir=$1/upper,workdir=$1/work,userxattr" "$1/merged"
 echo ready
 read -r _ || true  # our stdin is a pipe from the owning process: EOF when it dies, for any reason
+"""
+#: renew(): drop the last renewed layer, mount a fresh one over the workspace, empty /tmp.
+_RENEW_SCRIPT = r"""
+set -e
+if [ -n "$4" ]; then umount "$1/merged" || umount -l "$1/merged"; rm -rf "$4"; fi
+mkdir "$2" "$2/upper" "$2/work"
+mount -t overlay overlay -o "lowerdir=$3,upperdir=$2/upper,workdir=$2/work,userxattr" "$1/merged"
+find "$1/tmp" -mindepth 1 -delete
 """
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 SUPPORT_DIR = "/deepgym"  # where deepgym's own helper files (the pytest report plugin) appear
@@ -95,6 +104,7 @@ class NamespaceSandbox(HostViewSandbox):
         self._mnt = os.path.join(self._tmp, "mnt")
         os.mkdir(self._mnt)
         self._holder: subprocess.Popen | None = None
+        self._layer: str | None = None  # the directory of the layer renew() mounted, if any
         self.warm_tests = warm_tests
         self._warm: WarmRunner | None = None
         self._cgroup = PidsCgroup.create(self.limits.max_processes)
@@ -153,7 +163,7 @@ class NamespaceSandbox(HostViewSandbox):
 
     def _changed_paths(self) -> list[str]:
         """What the upper layer holds: files written, whiteouts of deletions, opaque directories."""
-        upper = f"/proc/{self._holder_pid()}/root{self._mnt}/upper"
+        upper = f"/proc/{self._holder_pid()}/root{self._layer or self._mnt}/upper"
         changed: list[str] = []
         for root, dirs, files in os.walk(upper):
             rel = os.path.relpath(root, upper)
@@ -195,6 +205,22 @@ class NamespaceSandbox(HostViewSandbox):
         return self._warm.run(args, timeout or self.limits.timeout, env, self.workdir)
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def renew(self) -> None:
+        """Back to the pristine tree *in the same holder*: a fresh copy-on-write layer is mounted
+        over the workspace, and every process of this sandbox sees it at once (mount propagation),
+        so a warm test server keeps serving. ``/tmp`` is emptied too. Only between commands.
+
+        For grading views (see :mod:`deepgym_envs.sandbox.pool`), which run nothing in the
+        background; an agent's sandbox uses ``reset()``, which replaces every process as well.
+        """
+        self._check_open()
+        layer = f"{self._mnt}/layer-{os.urandom(6).hex()}"
+        proc = subprocess.run([*self._enter(), "sh", "-c", _RENEW_SCRIPT, "deepgym-renew", self._mnt, layer,
+                               self._lower, self._layer or ""], capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise SandboxError(f"could not renew the sandbox's workspace: {proc.stderr.strip()[:500]}")
+        self._layer = layer
+
     def reset(self) -> None:
         """A fresh holder over the same pristine tree: the old upper layer vanishes with its tmpfs.
 
@@ -207,6 +233,7 @@ class NamespaceSandbox(HostViewSandbox):
             self._warm.stop()
         self._stop_holder()
         self._start_holder()
+        self._layer = None
         if restart and self._warm is not None:
             self._warm.start()
 

@@ -76,7 +76,7 @@ class WarmRunner:
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True, pass_fds=(server_end.fileno(),),
-                preexec_fn=functools.partial(apply_rlimits, limits, user_process_baseline(),
+                preexec_fn=functools.partial(_server_preexec, limits, user_process_baseline(),
                                              self.sandbox._cgroup))
         except OSError:
             host_end.close()
@@ -158,6 +158,15 @@ class WarmRunner:
         if not isinstance(reply, dict) or not isinstance(reply.get("exit"), int):
             return None
         return ExecResult(reply["exit"], out, err, False, time.monotonic() - start, truncated, report)
+
+
+def _server_preexec(limits, baseline: int, cgroup) -> None:
+    """A command's limits, without its parent-death signal: that fires when the *thread* that
+    started the server ends. The server exits when its control socket closes instead."""
+    import ctypes
+
+    apply_rlimits(limits, baseline, cgroup)
+    ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG off
 
 
 def _recv(ctrl: socket.socket, timeout: float | None) -> object:
