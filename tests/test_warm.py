@@ -196,3 +196,12 @@ def test_pooled_views_grade_like_fresh_sandboxes_and_forget_the_last_candidate(t
         (sb,) = [entry[1] for entry in pool._idle.values()]
         assert sb._warm.runs == 6 and sb._warm.fallbacks == 0
     assert sb._closed
+
+
+def test_run_batch_warm_and_cold_agree(toy_task):
+    from deepgym_envs.batch import run_batch
+
+    patches = [toy_task.patch, "", toy_task.patch, "not a diff", toy_task.patch]
+    warm, cold = run_batch(toy_task, patches, 2), run_batch(toy_task, patches, 2, warm=False)
+    assert [(v.status, v.tests) for v in warm] == [(v.status, v.tests) for v in cold]
+    assert [v.status for v in warm] == ["resolved", "unresolved", "resolved", "unresolved", "resolved"]
