@@ -104,6 +104,8 @@ class NamespaceSandbox(HostViewSandbox):
         self._mnt = os.path.join(self._tmp, "mnt")
         os.mkdir(self._mnt)
         self._holder: subprocess.Popen | None = None
+        self._spare: subprocess.Popen | None = None  # the next reset's holder, started ahead
+        self._dying: list[subprocess.Popen] = []  # killed holders not yet reaped
         self._layer: str | None = None  # the directory of the layer renew() mounted, if any
         self.warm_tests = warm_tests
         self._warm: WarmRunner | None = None
@@ -115,34 +117,40 @@ class NamespaceSandbox(HostViewSandbox):
             raise
 
     # -- holder --------------------------------------------------------------------------------
-    def _start_holder(self) -> None:
+    def _spawn_holder(self) -> subprocess.Popen:
+        """Start a holder without waiting for it to mount the workspace."""
         size = str(self.limits.disk_bytes) if self.limits.disk_bytes else "50%"
-        self._holder = subprocess.Popen(
+        return subprocess.Popen(
             ["unshare", "--user", "--map-root-user", "--mount", "--net", "--",
              "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower],
             # Not PR_SET_PDEATHSIG: that fires when the *thread* that started the holder exits,
             # and environments are often created in worker threads.
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, close_fds=True)
-        assert self._holder.stdout is not None
-        line = self._holder.stdout.readline()
+
+    def _start_holder(self, holder: subprocess.Popen | None = None) -> None:
+        """Make ``holder`` (a new one if None) this sandbox's, once its workspace is mounted."""
+        holder = holder or self._spawn_holder()
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
         if line.strip() != b"ready":
-            self._stop_holder()
-            err = self._holder.stderr.read().decode(errors="replace") if self._holder.stderr else ""
+            err = _kill_holder(holder, read_error=True)
             raise SandboxError(f"namespace sandbox did not start: {err.strip()[:500] or 'holder exited'}")
+        self._holder = holder
 
     def _stop_holder(self) -> None:
         holder, self._holder = self._holder, None
-        if holder is None:
-            return
-        try:
-            os.killpg(holder.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        holder.wait()
-        for stream in (holder.stdin, holder.stdout, holder.stderr):
-            if stream:
-                stream.close()
+        if holder is not None:
+            _kill_holder(holder)
+
+    def _reap(self, block: bool) -> None:
+        """Collect holders that reset() killed without waiting for the kernel to tear them down."""
+        for holder in self._dying:
+            if block:
+                holder.wait()
+            else:
+                holder.poll()
+        self._dying = [h for h in self._dying if h.returncode is None]
 
     def _holder_pid(self) -> int:
         self._check_open()
@@ -231,9 +239,21 @@ class NamespaceSandbox(HostViewSandbox):
         restart = self._warm is not None and self._warm.started
         if self._warm is not None:
             self._warm.stop()
-        self._stop_holder()
-        self._start_holder()
+        old, self._holder = self._holder, None
+        if old is not None:
+            _kill_holder(old, wait=False)
+            self._dying.append(old)
+        self._reap(block=False)
+        spare, self._spare = self._spare, None
+        try:
+            self._start_holder(spare)
+        except SandboxError:
+            if spare is None:
+                raise
+            self._start_holder()  # the spare died (it is an ordinary process): start one now
         self._layer = None
+        # Starting a holder (unshare, two mounts) is most of a reset: have the next one ready.
+        self._spare = self._spawn_holder()
         if restart and self._warm is not None:
             self._warm.start()
 
@@ -244,6 +264,10 @@ class NamespaceSandbox(HostViewSandbox):
         if self._warm is not None:
             self._warm.stop()
         self._stop_holder()
+        if self._spare is not None:
+            _kill_holder(self._spare)
+            self._spare = None
+        self._reap(block=True)
         if self._cgroup is not None:
             self._cgroup.close()
         # The mount existed only inside the holder's namespace, so this is a plain empty directory.
@@ -255,6 +279,23 @@ class NamespaceSandbox(HostViewSandbox):
                 break
             except OSError:
                 time.sleep(0.05)
+
+
+def _kill_holder(holder: subprocess.Popen, read_error: bool = False, wait: bool = True) -> str:
+    """Kill a holder (its workspace goes with its mount namespace), close its pipes; with
+    ``read_error``, return what it wrote to stderr (why it did not start). ``wait=False``: the
+    caller reaps it later (tearing down its mounts takes the kernel a few milliseconds)."""
+    try:
+        os.killpg(holder.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if wait or read_error:
+        holder.wait()
+    err = holder.stderr.read().decode(errors="replace") if read_error and holder.stderr else ""
+    for stream in (holder.stdin, holder.stdout, holder.stderr):
+        if stream:
+            stream.close()
+    return err
 
 
 def _is_opaque(path: str) -> bool:
