@@ -205,3 +205,51 @@ def test_run_batch_warm_and_cold_agree(toy_task):
     warm, cold = run_batch(toy_task, patches, 2), run_batch(toy_task, patches, 2, warm=False)
     assert [(v.status, v.tests) for v in warm] == [(v.status, v.tests) for v in cold]
     assert [v.status for v in warm] == ["resolved", "unresolved", "resolved", "unresolved", "resolved"]
+
+
+def test_a_view_that_cannot_be_renewed_is_replaced(toy_task):
+    from deepgym_envs.grading import grade
+    from deepgym_envs.sandbox.pool import ViewPool
+
+    with ViewPool() as pool:
+        assert grade(toy_task, toy_task.patch, views=pool).status == "resolved"
+        (sb,) = [entry[1] for entry in pool._idle.values()]
+        sb._stop_holder()  # the fault: the pooled view's sandbox died while idle
+        assert grade(toy_task, toy_task.patch, views=pool).status == "resolved"
+        assert pool.created == 2 and sb._closed
+
+
+def test_server_refuses_to_start_outside_a_private_pid_namespace():
+    """Its clean-up signals every process in its PID namespace: on the host that is the machine.
+
+    Started here directly (no sandbox), it must exit before it serves anything; no request is
+    ever sent, so even a broken guard could not reach its clean-up from this test.
+    """
+    import socket
+    import subprocess
+    import sys
+
+    from deepgym_envs.sandbox.support import support_host_dir
+
+    host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with host_end, server_end:
+        proc = subprocess.run([sys.executable, f"{support_host_dir()}/deepgym_warm.py", str(server_end.fileno())],
+                              pass_fds=(server_end.fileno(),), capture_output=True, text=True, timeout=60)
+        server_end.close()
+        host_end.settimeout(5)
+        assert proc.returncode != 0 and "private PID namespace" in proc.stderr
+        assert host_end.recv(1024) == b""  # it never said ready
+
+
+def test_warm_runner_is_only_for_the_namespace_backend(toy_task):
+    import warnings as w
+
+    from deepgym_envs.errors import SandboxError
+    from deepgym_envs.sandbox.warm import WarmRunner
+
+    w.filterwarnings("ignore", message="sandbox='local'")
+    with make_sandbox(pristine_tree(toy_task), "local") as sb:
+        with pytest.raises(SandboxError, match="namespace backend"):
+            WarmRunner(sb, {})  # type: ignore[arg-type]
+        report, _ = run_pytest(sb, ["-q", "tests"], 60, warm=True)  # no warm server: runs cold
+        assert report["tests"]["tests/test_ops.py::test_mean"] == "passed"

@@ -40,7 +40,8 @@ _STDLIB = ("doctest", "unittest", "unittest.mock", "pdb", "json", "tempfile", "s
 # Exactly what the cold runner does to sys.path before pytest loads: drop the script's directory.
 sys.path[:] = [p for p in sys.path if p != sys.path[0]] if sys.path else sys.path
 sys.dont_write_bytecode = True
-_ENV = dict(os.environ)  # the environment the sandbox gave us: every run starts from it
+_ENV = dict(os.environ)
+_SAFE_TO_KILL_ALL = False  # set by main() once it has seen that this PID namespace is ours alone  # the environment the sandbox gave us: every run starts from it
 
 
 def _preload():
@@ -63,8 +64,21 @@ def _dumpable(flag):
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, flag, 0, 0, 0)
 
 
+def _alone_in_pid_namespace():
+    """True only where kill(-1) is safe: a PID namespace of our own, in which we are bubblewrap's
+    one command (pid 2, child of its init, pid 1) and nothing else runs. Anywhere else kill(-1)
+    would reach every process this user may signal, on the whole machine."""
+    try:
+        pids = {int(p) for p in os.listdir("/proc") if p.isdigit()}
+    except OSError:
+        return False
+    return os.getpid() == 2 and os.getppid() == 1 and pids == {1, 2}
+
+
 def _kill_leftovers():
     """Everything in this PID namespace but its init and us: what the last run left running."""
+    if not _SAFE_TO_KILL_ALL or os.getpid() != 2:  # never signal what is not ours
+        return
     for _ in range(3):  # a process forking while the signal goes round may leave one child
         try:
             os.kill(-1, signal.SIGKILL)
@@ -148,6 +162,12 @@ def _become_run(request):
 
 def main():
     ctrl = socket.socket(fileno=int(sys.argv[1]))
+    global _SAFE_TO_KILL_ALL
+    _SAFE_TO_KILL_ALL = _alone_in_pid_namespace()
+    if not _SAFE_TO_KILL_ALL:
+        # Cleaning up after a run kills every other process in the PID namespace: outside a
+        # sandbox's own namespace that would be the machine's. The host then runs tests cold.
+        sys.exit("deepgym_warm: refusing to run outside a private PID namespace")
     gc.disable()
     _preload()
     # Everything imported so far goes to the collector's permanent generation: a child's

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator
 
+from deepgym_envs.errors import InfrastructureError
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, default_backend, make_sandbox
 
 Key = tuple[str, str, "SandboxLimits | None"]
@@ -41,16 +42,16 @@ class ViewPool:
         """A sandbox showing the pristine tree, for one grading run; kept afterwards if it is healthy."""
         key: Key = (str(tree), backend or default_backend(), limits)
         sb = self._take(key)
+        if sb is not None:
+            try:
+                sb.renew()  # type: ignore[attr-defined]
+            except InfrastructureError:  # a view that cannot be renewed is replaced, not a verdict lost
+                sb.close()
+                sb = None
         if sb is None:
             sb = make_sandbox(tree, backend, limits)
             with self._lock:
                 self.created += 1
-        else:
-            try:
-                sb.renew()  # type: ignore[attr-defined]
-            except BaseException:
-                sb.close()
-                raise
         with self._lock:
             self.lent += 1
         healthy = False

@@ -32,6 +32,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from deepgym_envs.errors import SandboxError
 from deepgym_envs.sandbox.base import ExecResult, apply_rlimits, command_env, user_process_baseline
 
 if TYPE_CHECKING:
@@ -53,6 +54,12 @@ class WarmRunner:
     """
 
     def __init__(self, sandbox: "NamespaceSandbox", env: dict[str, str]) -> None:
+        from deepgym_envs.sandbox.namespace import NamespaceSandbox
+
+        # The server cleans up by signalling its whole PID namespace: only a backend that gives
+        # every command a private one may host it (the server checks again before it starts).
+        if not isinstance(sandbox, NamespaceSandbox):
+            raise SandboxError(f"the warm test runner needs the namespace backend, not {type(sandbox).__name__}")
         self.sandbox = sandbox
         self.env = dict(env)
         self._proc: subprocess.Popen | None = None
