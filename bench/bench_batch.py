@@ -63,9 +63,9 @@ def run_direct(task, dirs: list[Path], workers: int) -> tuple[float, list[int]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", default="deepgym__tabkit-001")
-    ap.add_argument("--patches", type=int, default=6)
+    ap.add_argument("--patches", type=int, default=4)
     ap.add_argument("--workers", default="1,2")
-    ap.add_argument("--rounds", type=int, default=3, help="each alternative runs this many times, interleaved")
+    ap.add_argument("--rounds", type=int, default=2, help="each alternative runs this many times, interleaved")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     task = builtin_task(args.task)

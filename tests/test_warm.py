@@ -64,6 +64,10 @@ def test_same_results_as_cold_and_served_warm(sb):
     ({"tests/test_exit.py": b"import os\n\ndef test_dies():\n    os._exit(7)\n"}, ARGS),  # no report
     ({"tests/test_kill.py": b"import os, signal\n\ndef test_dies():\n    os.kill(os.getpid(), signal.SIGKILL)\n"},
      ARGS),                                                                    # killed by a signal
+    ({"tests/test_exit_hooks.py": b"import atexit, threading, time\n\n"
+      b"def test_hooks():\n    atexit.register(print, 'atexit ran')\n"
+      b"    threading.Thread(target=lambda: (time.sleep(0.5), print('thread finished'))).start()\n"},
+     ["-q", "-s", "tests/test_exit_hooks.py"]),                                # what an exit waits for
 ])
 def test_edge_cases_match_cold(sb, setup, args):
     for path, data in setup.items():
