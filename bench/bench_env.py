@@ -1,26 +1,28 @@
 """Reset and tool-step latency of deepgym/SWE-v0, per sandbox backend. Prints JSON.
 
-    python bench/bench_env.py [--task deepgym__tabkit-001] [--repeats 50] [--files 2000]
+    python bench/bench_env.py [--task deepgym__tabkit-001] [--repeats 30] [--files 2000]
+                              [--backends namespace,docker,local]
 
 Each backend runs the same sequence in the same process, so the ratios are comparable even on a
 noisy machine. ``--files`` pads the task's repository with that many extra small files, to see
 that reset does not grow with the size of the tree (the namespace backend never copies it).
+A backend that cannot start here is reported as ``"unavailable: <reason>"``.
+
+Targets (DESIGN §8): namespace reset ≤ 20 ms median and ≥ 25× faster than docker; view / search /
+edit ≤ 5 ms median (the whole step: these tools start no process, so the step *is* the overhead).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import statistics
 import tempfile
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
+from _common import builtin_task, median_ms, padded, ratio, try_backend
 from deepgym_envs.env import SWEEnv
-from deepgym_envs.tasks import find_task, load_tasks
 
 STEPS = {
     "view": {"name": "view", "arguments": {"path": "README.md"}},
@@ -30,20 +32,7 @@ STEPS = {
 }
 
 
-def padded(task, files: int, tmp: Path):
-    if not files:
-        return task
-    repo = tmp / "repo"
-    shutil.copytree(task.repo_path, repo)
-    for i in range(files):
-        d = repo / "data" / f"d{i // 100:03d}"
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"f{i:05d}.txt").write_text(f"file {i}\n")
-    return replace(task, repo_path=str(repo), instance_id=f"{task.instance_id}-pad{files}")
-
-
-def median_ms(samples: list[float]) -> float:
-    return round(1000 * statistics.median(samples), 3)
+TOOLS = ("view", "search", "edit")  # the steps with a latency target; bash starts a process
 
 
 def bench_backend(task, backend: str, repeats: int) -> dict:
@@ -69,17 +58,31 @@ def main() -> None:
     ap.add_argument("--task", default="deepgym__tabkit-001")
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--files", type=int, default=2000)
-    ap.add_argument("--backends", default="namespace,local")
+    ap.add_argument("--backends", default="namespace,docker,local")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as tmp:
-        task = padded(find_task(load_tasks("builtin"), args.task), args.files, Path(tmp))
+        task = padded(builtin_task(args.task), args.files, Path(tmp))
         files = sum(1 for p in Path(task.repo_path).rglob("*") if p.is_file())
-        results = {b: bench_backend(task, b, args.repeats) for b in args.backends.split(",")}
+        results = {b: try_backend(b, lambda b=b: bench_backend(task, b, args.repeats))
+                   for b in args.backends.split(",")}
     out = {"task": args.task, "files_in_repo": files, "repeats": args.repeats, "backends": results}
-    if "namespace" in results and "local" in results:
-        out["ratios_local_over_namespace"] = {
-            k: round(results["local"][k] / results["namespace"][k], 2) for k in results["namespace"]}
+    ns = results.get("namespace")
+    if isinstance(ns, dict):
+        for other in ("docker", "local"):
+            if isinstance(results.get(other), dict):
+                out[f"ratios_{other}_over_namespace"] = {k: ratio(results[other][k], ns[k]) for k in ns}
+        docker = out.get("ratios_docker_over_namespace", {}).get("reset_ms")
+        out["targets"] = {
+            "namespace_reset_le_20ms": ns["reset_ms"] <= 20,
+            "reset_ge_25x_faster_than_docker": (docker >= 25) if docker else f"not measured: docker {results.get('docker')}",
+            "tool_steps_le_5ms": all(ns[f"{k}_ms"] <= 5 for k in TOOLS),
+        }
+        local = results.get("local")
+        if isinstance(local, dict):
+            # What the sandbox adds to the tool's own work (local runs the same tools unsandboxed).
+            out["tool_overhead_vs_local_ms"] = {k: round(ns[f"{k}_ms"] - local[f"{k}_ms"], 3) for k in TOOLS}
+            out["targets"]["tool_overhead_le_5ms"] = all(v <= 5 for v in out["tool_overhead_vs_local_ms"].values())
     print(json.dumps(out, indent=2))
 
 

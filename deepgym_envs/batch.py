@@ -8,10 +8,15 @@ Each patch is graded exactly as an agent's final state is (``deepgym_envs.grade`
 fresh sandbox, isolated from the others, so results are deterministic and independent of
 ``workers``. Order is preserved. A harness failure for one candidate is that candidate's
 ``no_verdict``; it never takes the batch down.
+
+With ``warm=True`` (the default) each worker's grading view is kept and renewed between candidates
+(a fresh copy-on-write layer, nothing left running: :mod:`deepgym_envs.sandbox.pool`), so its
+warm test server serves every candidate after the first without interpreter start-up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -21,12 +26,13 @@ from typing import Any, Iterable
 from deepgym_envs.errors import DeepgymError, TaskFormatError
 from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade
 from deepgym_envs.sandbox import SandboxLimits
+from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task
 
 
 def run_batch(task: Task, patches: Iterable[str], workers: int | None = None, *, backend: str | None = None,
               limits: SandboxLimits | None = None, timeout: float = GRADING_TIMEOUT,
-              executor: str = "thread") -> list[Verdict]:
+              executor: str = "thread", warm: bool = True) -> list[Verdict]:
     """Grade every patch against ``task``'s hidden tests; one Verdict per patch, in order.
 
     ``executor``: ``"thread"`` grades on this machine, ``workers`` at a time (default: the number
@@ -46,10 +52,12 @@ def run_batch(task: Task, patches: Iterable[str], workers: int | None = None, *,
         raise DeepgymError(f"unknown executor {executor!r}; choose 'thread' or 'ray'")
     workers = max(1, min(workers or os.cpu_count() or 1, len(patches) or 1))
 
-    def one(patch: str) -> Verdict:
-        return grade(task, patch, backend=backend, limits=limits, timeout=timeout)
+    views = ViewPool(max_idle=workers) if warm else None
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    def one(patch: str) -> Verdict:
+        return grade(task, patch, backend=backend, limits=limits, timeout=timeout, views=views)
+
+    with views or contextlib.nullcontext(), ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, patches))
 
 

@@ -27,6 +27,7 @@ from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError
 from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox
 from deepgym_envs.rewards import RewardConfig, RewardModel, potential
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, find_task, load_tasks
 from deepgym_envs.tools import Tools, schemas_for
 from deepgym_envs.trees import pristine_tree
@@ -66,7 +67,7 @@ class SWEEnv(gym.Env[str, str]):
                  reward_mode: str = "process", invalid_action_penalty: float = 0.05,
                  p2p_weight: float = 1.0, localisation_bonus: float = 0.0, gate_threshold: float = 1.0,
                  limits: SandboxLimits | None = None, grading_timeout: float = GRADING_TIMEOUT,
-                 record_timing: bool = False, render_mode: str | None = None) -> None:
+                 record_timing: bool = False, render_mode: str | None = None, warm_tests: bool = True) -> None:
         """
         Args:
             tasks: ``"builtin"``, a SWE-bench-style ``.jsonl`` file or directory, or Task objects.
@@ -83,6 +84,9 @@ class SWEEnv(gym.Env[str, str]):
             grading_timeout: seconds the hidden-test run may take.
             record_timing: add wall-clock timings to ``info["timing"]``. Off by default because
                 Gymnasium's checker requires ``info`` to be the same for the same seed and actions.
+            warm_tests: serve ``run_tests`` from a pre-imported pytest server inside the sandbox,
+                and grade in pooled views with their own servers (same results as cold runs,
+                without interpreter start-up; namespace backend). Views are closed by ``close()``.
         """
         self.tasks = list(tasks) if isinstance(tasks, list) else load_tasks(tasks)
         if not self.tasks:
@@ -99,6 +103,8 @@ class SWEEnv(gym.Env[str, str]):
                                                 localisation_bonus, gate_threshold))
         self.render_mode = render_mode
         self.record_timing = record_timing
+        self.warm_tests = warm_tests
+        self._views = ViewPool() if warm_tests else None
         self.tool_schemas = schemas_for(toolset)
         self.observation_space = AnyText(MAX_TEXT, min_length=0)
         self.action_space = AnyText(MAX_TEXT, min_length=0)
@@ -130,7 +136,7 @@ class SWEEnv(gym.Env[str, str]):
             self._close_sandbox()
             self._sandbox = make_sandbox(pristine_tree(task), self.backend, self.limits)
             self._sandbox_task = task.instance_id
-        self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd)
+        self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd, warm_tests=self.warm_tests)
         self._steps, self._done, self.verdict = 0, False, None
         self._graded_patch = ""
         self.rewards.reset(self._potential(task, "") if self.rewards.config.shaped else None)
@@ -183,7 +189,7 @@ class SWEEnv(gym.Env[str, str]):
 
     def _potential(self, task: Task, patch: str) -> float | None:
         verdict = VERDICTS.grade(task, patch, backend=self.backend, limits=self.limits,
-                                 timeout=self.grading_timeout)
+                                 timeout=self.grading_timeout, views=self._views)
         self._last_progress = verdict
         return potential(verdict, self.rewards.config.p2p_weight)
 
@@ -212,7 +218,7 @@ class SWEEnv(gym.Env[str, str]):
             self.verdict = Verdict.no_verdict(infra_error)
         else:
             self.verdict = grade_sandbox(self.task, self._sandbox, cache=VERDICTS, backend=self.backend,
-                                         limits=self.limits, timeout=self.grading_timeout)
+                                         limits=self.limits, timeout=self.grading_timeout, views=self._views)
         return self.verdict
 
     def render(self) -> str | None:
@@ -222,6 +228,8 @@ class SWEEnv(gym.Env[str, str]):
 
     def close(self) -> None:
         self._close_sandbox()
+        if self._views is not None:
+            self._views.close()
         super().close()
 
     # -- helpers -------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, ToolError
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, patch_paths
 from deepgym_envs.trees import pristine_tree, run_git, tree_fingerprint
 
@@ -162,14 +163,23 @@ def test_files(ids: list[str]) -> list[str]:
     return out
 
 
-def run_pytest(sb: Sandbox, args: list[str], timeout: float) -> tuple[dict[str, Any] | None, Any]:
-    """Run pytest through deepgym's runner; return (report or None, ExecResult)."""
+def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = False
+               ) -> tuple[dict[str, Any] | None, Any]:
+    """Run pytest through deepgym's runner; return (report or None, ExecResult).
+
+    ``warm``: use the sandbox's warm test server where it has one (same results, no interpreter
+    start-up); any failure of the server itself falls back to a cold run.
+    """
     support = getattr(sb, "support_dir")
-    argv = ["python", f"{support}/deepgym_pytest.py", "-p", "no:cacheprovider", *args]
+    pytest_args = ["-p", "no:cacheprovider", *args]
     # Plugins are not auto-loaded from installed packages: it is faster (pytest-benchmark alone
     # costs seconds here) and nothing the agent plants can register itself. Tasks that need a
     # plugin name it in their test_cmd (``-p NAME``).
-    result = sb.exec(argv, timeout, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, report=True)
+    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    warm_run = getattr(sb, "warm_pytest", None) if warm else None
+    result = warm_run(pytest_args, timeout, env) if warm_run is not None else None
+    if result is None:
+        result = sb.exec(["python", f"{support}/deepgym_pytest.py", *pytest_args], timeout, env=env, report=True)
     return parse_report(result.report), result
 
 
@@ -199,11 +209,14 @@ def parse_report(raw: str | None) -> dict[str, Any] | None:
 
 
 def grade(task: Task, patch: str, *, backend: str | None = None, limits: SandboxLimits | None = None,
-          timeout: float = GRADING_TIMEOUT) -> Verdict:
+          timeout: float = GRADING_TIMEOUT, views: ViewPool | None = None) -> Verdict:
     """Grade a unified diff against the task's pristine tree with its hidden tests.
 
     ``no_verdict`` (never a silent 0) when the harness fails: the sandbox cannot start or dies,
     the disk fills up, or the test run outlives ``timeout``.
+
+    ``views``: take the grading view from this pool (renewed, never an agent's sandbox) and run
+    the tests on its warm server; the same verdict, without interpreter start-up.
     """
     start = time.monotonic()
     if task.flaky:
@@ -211,7 +224,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
                       FlakyTestWarning, stacklevel=2)
     try:
         tree = pristine_tree(task)
-        with make_sandbox(tree, backend, limits) as sb:
+        with views.view(tree, backend, limits) if views is not None else make_sandbox(tree, backend, limits) as sb:
             try:
                 prepare_grading_view(sb, task, tree, patch)
             except ToolError as exc:
@@ -219,7 +232,8 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
                     raise SandboxError(f"disk full while applying the patch: {exc}") from None
                 return _unresolved_all(task, f"patch does not apply: {exc}", time.monotonic() - start)
             ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
-            report, result = run_pytest(sb, [*task.test_cmd, "-rA", *test_files(ids)], timeout)
+            report, result = run_pytest(sb, [*task.test_cmd, "-rA", *test_files(ids)], timeout,
+                                        warm=views is not None)
     except (InfrastructureError, SandboxUnavailable) as exc:
         return Verdict.no_verdict(str(exc), time.monotonic() - start)
     if result.timed_out:

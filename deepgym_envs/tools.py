@@ -87,7 +87,7 @@ class Tools:
     """Runs tool calls against one sandbox."""
 
     def __init__(self, sandbox: Sandbox, toolset: str = "default", *, test_args: list[str] | None = None,
-                 bash_timeout: float = 60.0, test_timeout: float = 300.0) -> None:
+                 bash_timeout: float = 60.0, test_timeout: float = 300.0, warm_tests: bool = True) -> None:
         if toolset not in TOOLSETS:
             raise ValueError(f"unknown toolset {toolset!r}; choose one of {', '.join(TOOLSETS)}")
         self.sandbox = sandbox
@@ -95,6 +95,7 @@ class Tools:
         self.test_args = list(test_args or [])
         self.bash_timeout = bash_timeout
         self.test_timeout = test_timeout
+        self.warm_tests = warm_tests  # run_tests through the sandbox's warm server, where it has one
         self._impl: dict[str, Callable[..., ToolResult]] = {
             "view": self.view, "search": self.search, "edit": self.edit, "run_tests": self.run_tests,
             "bash": self.bash, "submit": self.submit}
@@ -162,10 +163,9 @@ class Tools:
             raise ToolError(f"{path}: no such file or directory")
         matches: list[str] = []
         total = 0
-        for file in _walk_files(root):
+        wanted = re.compile(fnmatch.translate(include)).match if include else None
+        for file in _walk_files(root, wanted):
             rel = os.path.relpath(file, base)
-            if include and not fnmatch.fnmatch(os.path.basename(file), include):
-                continue
             try:
                 with open(file, "rb") as fh:
                     data = fh.read(2 << 20)
@@ -173,7 +173,10 @@ class Tools:
                 continue
             if b"\0" in data[:8192]:
                 continue
-            for lineno, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            text = data.decode("utf-8", "replace")
+            if not regex and pattern not in text:  # most files do not match: skip splitting them
+                continue
+            for lineno, line in enumerate(text.splitlines(), 1):
                 if rx.search(line[:4000]):
                     total += 1
                     if len(matches) < MAX_SEARCH_MATCHES:
@@ -248,7 +251,8 @@ class Tools:
             if t.startswith("-"):
                 raise ToolError(f"run_tests: {t!r} is not a test path or id (options are not accepted)")
         started = time.monotonic()
-        report, result = run_pytest(self.sandbox, [*self.test_args, "-q", *(tests or [])], self.test_timeout)
+        report, result = run_pytest(self.sandbox, [*self.test_args, "-q", *(tests or [])], self.test_timeout,
+                                    warm=self.warm_tests)
         outcomes = (report or {}).get("tests", {})
         summary = {k: sum(v == k for v in outcomes.values()) for k in ("passed", "failed", "error", "skipped")}
         text = result.output
@@ -282,16 +286,28 @@ def _is_dir(sb: Sandbox, path: str) -> bool:
     return os.path.isdir(sb.resolve(path))  # type: ignore[attr-defined]
 
 
-def _walk_files(root: str):
+def _walk_files(root: str, wanted: Callable[[str], object] | None = None):
+    """Regular files under ``root`` in sorted order, skipping SKIP_DIRS, symlinks and anything
+    else that is not a plain file (a FIFO would block the read). The file type comes from the
+    directory listing, not a stat per file: through ``/proc/<pid>/root`` each lookup is dear.
+    ``wanted``: a file-name filter (the compiled ``include`` glob)."""
     if os.path.isfile(root):
         yield root
         return
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-        for name in sorted(files):
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                yield full
+    try:
+        with os.scandir(root) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    subdirs = []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name not in SKIP_DIRS:
+                subdirs.append(entry.path)
+        elif entry.is_file(follow_symlinks=False) and (wanted is None or wanted(entry.name)):
+            yield entry.path
+    for sub in subdirs:
+        yield from _walk_files(sub, wanted)
 
 
 def clip(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:

@@ -26,9 +26,9 @@ def test_sandbox_killed_during_grading(toy_task, monkeypatch, no_leaks):
 
     real = grading.run_pytest
 
-    def kill_then_run(sb, args, timeout):
+    def kill_then_run(sb, args, timeout, **kwargs):
         sb._stop_holder()  # noqa: SLF001 - the fault: the sandbox dies under the harness
-        return real(sb, args, timeout)
+        return real(sb, args, timeout, **kwargs)
 
     monkeypatch.setattr(grading, "run_pytest", kill_then_run)
     v = grade(toy_task, toy_task.patch)

@@ -151,9 +151,7 @@ class HostViewSandbox:
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if not argv:
             raise ToolError("empty command")
-        full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
-                    "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
-        full_env.update(env or {})
+        full_env = command_env(env)
         inner_cwd = cwd or self.workdir
         baseline = user_process_baseline()  # counted here, in the parent: the child only calls setrlimit
         pipe = os.pipe() if report else None
@@ -269,6 +267,12 @@ class HostViewSandbox:
 
     def close(self) -> None:  # pragma: no cover - backends override
         self._closed = True
+
+
+def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment every sandboxed command starts from (it sees nothing of the host's)."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **(extra or {})}
 
 
 def workspace_diff(pristine: Path, root: str, changed: list[str] | None, wrap: list[str] | None = None,

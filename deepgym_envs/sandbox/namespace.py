@@ -28,17 +28,27 @@ import time
 from pathlib import Path
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
-from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits
+from deepgym_envs.sandbox.base import ExecResult, HostViewSandbox, SandboxLimits
 from deepgym_envs.sandbox.cgroup import PidsCgroup
+from deepgym_envs.sandbox.warm import WarmRunner
 
 #: The holder: mount the workspace, say so, then wait. Arguments, never interpolation.
 _HOLDER_SCRIPT = r"""
 set -e
 mount -t tmpfs -o "size=$2,mode=0755" deepgym "$1"
+mount --make-shared "$1"  # so renew()'s new overlays show in every bubblewrap view of this sandbox
 mkdir "$1/upper" "$1/work" "$1/merged" "$1/tmp"
 mount -t overlay overlay -o "lowerdir=$3,upperdir=$1/upper,workdir=$1/work,userxattr" "$1/merged"
 echo ready
 read -r _ || true  # our stdin is a pipe from the owning process: EOF when it dies, for any reason
+"""
+#: renew(): drop the last renewed layer, mount a fresh one over the workspace, empty /tmp.
+_RENEW_SCRIPT = r"""
+set -e
+if [ -n "$4" ]; then umount "$1/merged" || umount -l "$1/merged"; rm -rf "$4"; fi
+mkdir "$2" "$2/upper" "$2/work"
+mount -t overlay overlay -o "lowerdir=$3,upperdir=$2/upper,workdir=$2/work,userxattr" "$1/merged"
+find "$1/tmp" -mindepth 1 -delete
 """
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 SUPPORT_DIR = "/deepgym"  # where deepgym's own helper files (the pytest report plugin) appear
@@ -81,7 +91,8 @@ class NamespaceSandbox(HostViewSandbox):
 
     support_dir = SUPPORT_DIR
 
-    def __init__(self, pristine: Path, limits: SandboxLimits | None = None) -> None:
+    def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, warm_tests: bool = True) -> None:
+        """``warm_tests``: serve pytest runs from a pre-imported server (see :mod:`.warm`)."""
         require_available()
         super().__init__(pristine, limits or SandboxLimits())
         lower = str(Path(pristine).resolve())
@@ -93,6 +104,11 @@ class NamespaceSandbox(HostViewSandbox):
         self._mnt = os.path.join(self._tmp, "mnt")
         os.mkdir(self._mnt)
         self._holder: subprocess.Popen | None = None
+        self._spare: subprocess.Popen | None = None  # the next reset's holder, started ahead
+        self._dying: list[subprocess.Popen] = []  # killed holders not yet reaped
+        self._layer: str | None = None  # the directory of the layer renew() mounted, if any
+        self.warm_tests = warm_tests
+        self._warm: WarmRunner | None = None
         self._cgroup = PidsCgroup.create(self.limits.max_processes)
         try:
             self._start_holder()
@@ -101,34 +117,40 @@ class NamespaceSandbox(HostViewSandbox):
             raise
 
     # -- holder --------------------------------------------------------------------------------
-    def _start_holder(self) -> None:
+    def _spawn_holder(self) -> subprocess.Popen:
+        """Start a holder without waiting for it to mount the workspace."""
         size = str(self.limits.disk_bytes) if self.limits.disk_bytes else "50%"
-        self._holder = subprocess.Popen(
+        return subprocess.Popen(
             ["unshare", "--user", "--map-root-user", "--mount", "--net", "--",
              "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower],
             # Not PR_SET_PDEATHSIG: that fires when the *thread* that started the holder exits,
             # and environments are often created in worker threads.
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, close_fds=True)
-        assert self._holder.stdout is not None
-        line = self._holder.stdout.readline()
+
+    def _start_holder(self, holder: subprocess.Popen | None = None) -> None:
+        """Make ``holder`` (a new one if None) this sandbox's, once its workspace is mounted."""
+        holder = holder or self._spawn_holder()
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
         if line.strip() != b"ready":
-            self._stop_holder()
-            err = self._holder.stderr.read().decode(errors="replace") if self._holder.stderr else ""
+            err = _kill_holder(holder, read_error=True)
             raise SandboxError(f"namespace sandbox did not start: {err.strip()[:500] or 'holder exited'}")
+        self._holder = holder
 
     def _stop_holder(self) -> None:
         holder, self._holder = self._holder, None
-        if holder is None:
-            return
-        try:
-            os.killpg(holder.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        holder.wait()
-        for stream in (holder.stdin, holder.stdout, holder.stderr):
-            if stream:
-                stream.close()
+        if holder is not None:
+            _kill_holder(holder)
+
+    def _reap(self, block: bool) -> None:
+        """Collect holders that reset() killed without waiting for the kernel to tear them down."""
+        for holder in self._dying:
+            if block:
+                holder.wait()
+            else:
+                holder.poll()
+        self._dying = [h for h in self._dying if h.returncode is None]
 
     def _holder_pid(self) -> int:
         self._check_open()
@@ -149,7 +171,7 @@ class NamespaceSandbox(HostViewSandbox):
 
     def _changed_paths(self) -> list[str]:
         """What the upper layer holds: files written, whiteouts of deletions, opaque directories."""
-        upper = f"/proc/{self._holder_pid()}/root{self._mnt}/upper"
+        upper = f"/proc/{self._holder_pid()}/root{self._layer or self._mnt}/upper"
         changed: list[str] = []
         for root, dirs, files in os.walk(upper):
             rel = os.path.relpath(root, upper)
@@ -177,18 +199,75 @@ class NamespaceSandbox(HostViewSandbox):
             argv += ["--setenv", key, value]
         return argv + ["--", *cmd]
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    def reset(self) -> None:
-        """A fresh holder over the same pristine tree: the old upper layer vanishes with its tmpfs."""
+    def warm_pytest(self, args: list[str], timeout: float | None, env: dict[str, str]) -> ExecResult | None:
+        """Run the deepgym pytest runner with ``args`` on the warm server; None: run it cold instead.
+
+        The server starts at the first call (that call pays its start-up) and lives until
+        ``reset()`` or ``close()``; it serves only this sandbox.
+        """
         self._check_open()
-        self._stop_holder()
-        self._start_holder()
+        if not self.warm_tests:
+            return None
+        if self._warm is None:
+            self._warm = WarmRunner(self, env)
+        return self._warm.run(args, timeout or self.limits.timeout, env, self.workdir)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def renew(self) -> None:
+        """Back to the pristine tree *in the same holder*: a fresh copy-on-write layer is mounted
+        over the workspace, and every process of this sandbox sees it at once (mount propagation),
+        so a warm test server keeps serving. ``/tmp`` is emptied too. Only between commands.
+
+        For grading views (see :mod:`deepgym_envs.sandbox.pool`), which run nothing in the
+        background; an agent's sandbox uses ``reset()``, which replaces every process as well.
+        """
+        self._check_open()
+        layer = f"{self._mnt}/layer-{os.urandom(6).hex()}"
+        proc = subprocess.run([*self._enter(), "sh", "-c", _RENEW_SCRIPT, "deepgym-renew", self._mnt, layer,
+                               self._lower, self._layer or ""], capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise SandboxError(f"could not renew the sandbox's workspace: {proc.stderr.strip()[:500]}")
+        self._layer = layer
+
+    def reset(self) -> None:
+        """A fresh holder over the same pristine tree: the old upper layer vanishes with its tmpfs.
+
+        A warm test server, if this sandbox has used one, is replaced too (its view was of the old
+        workspace); the new one starts importing pytest now, in the background.
+        """
+        self._check_open()
+        restart = self._warm is not None and self._warm.started
+        if self._warm is not None:
+            self._warm.stop()
+        old, self._holder = self._holder, None
+        if old is not None:
+            _kill_holder(old, wait=False)
+            self._dying.append(old)
+        self._reap(block=False)
+        spare, self._spare = self._spare, None
+        try:
+            self._start_holder(spare)
+        except SandboxError:
+            if spare is None:
+                raise
+            self._start_holder()  # the spare died (it is an ordinary process): start one now
+        self._layer = None
+        # Starting a holder (unshare, two mounts) is most of a reset: have the next one ready.
+        self._spare = self._spawn_holder()
+        if restart and self._warm is not None:
+            self._warm.start()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._warm is not None:
+            self._warm.stop()
         self._stop_holder()
+        if self._spare is not None:
+            _kill_holder(self._spare)
+            self._spare = None
+        self._reap(block=True)
         if self._cgroup is not None:
             self._cgroup.close()
         # The mount existed only inside the holder's namespace, so this is a plain empty directory.
@@ -200,6 +279,23 @@ class NamespaceSandbox(HostViewSandbox):
                 break
             except OSError:
                 time.sleep(0.05)
+
+
+def _kill_holder(holder: subprocess.Popen, read_error: bool = False, wait: bool = True) -> str:
+    """Kill a holder (its workspace goes with its mount namespace), close its pipes; with
+    ``read_error``, return what it wrote to stderr (why it did not start). ``wait=False``: the
+    caller reaps it later (tearing down its mounts takes the kernel a few milliseconds)."""
+    try:
+        os.killpg(holder.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if wait or read_error:
+        holder.wait()
+    err = holder.stderr.read().decode(errors="replace") if read_error and holder.stderr else ""
+    for stream in (holder.stdin, holder.stdout, holder.stderr):
+        if stream:
+            stream.close()
+    return err
 
 
 def _is_opaque(path: str) -> bool:

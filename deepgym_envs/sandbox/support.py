@@ -12,7 +12,8 @@ import tempfile
 from pathlib import Path
 
 #: (file in this package, name inside the support directory)
-_FILES = (("_report_plugin.py", "deepgym_report.py"), ("_pytest_runner.py", "deepgym_pytest.py"))
+_FILES = (("_report_plugin.py", "deepgym_report.py"), ("_pytest_runner.py", "deepgym_pytest.py"),
+          ("_warm_server.py", "deepgym_warm.py"))
 RUNNER = "deepgym_pytest.py"
 
 

@@ -1,0 +1,214 @@
+"""A warm test runner: one pre-imported pytest server per sandbox, forking a child per run.
+
+``python3 -c pass`` alone costs ~0.3 s on a small machine, and importing pytest as much again, so
+a one-test ``run_tests`` step is mostly start-up. The server (``_warm_server.py``) starts once,
+*inside* the sandbox, as an ordinary sandboxed command (same bubblewrap view, limits and cgroup as
+a cold run), imports pytest and its plugins, and then forks per run. Each child becomes exactly the
+process the cold runner would be, and imports the repository under test afresh.
+
+Isolation the cold path has, kept here:
+
+* the server's only channel is an anonymous socketpair inherited from this process: the agent's
+  own commands (separate bubblewrap instances, separate PID namespaces) cannot reach it;
+* one server per sandbox, stopped on ``reset()`` and ``close()``; grading views never share the
+  agent's server (grading runs cold in its own fresh sandbox);
+* after every run the server kills whatever the run left behind; a timeout kills the whole
+  server (as a cold timeout kills the whole command), and the next run starts a new one.
+
+Any failure of the server itself (it will not start, dies, or answers nonsense) returns ``None``
+from :meth:`WarmRunner.run`, and the caller runs the same command cold.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from deepgym_envs.errors import SandboxError
+from deepgym_envs.sandbox.base import ExecResult, apply_rlimits, command_env, user_process_baseline
+
+if TYPE_CHECKING:
+    from deepgym_envs.sandbox.namespace import NamespaceSandbox
+
+SERVER = "deepgym_warm.py"
+RUNNER = "deepgym_pytest.py"
+#: How long the server may take to import pytest before we give up on it and run cold.
+START_TIMEOUT = 60.0
+#: Report bytes kept (the cold path keeps as much).
+REPORT_CAP = 256 << 20
+
+
+class WarmRunner:
+    """Runs ``python deepgym_pytest.py ARGS`` in a sandbox through a pre-imported, forking server.
+
+    Only runs whose extra environment equals the one the server was started with are served
+    (interpreter start-up reads the environment, so a different one needs a new interpreter).
+    """
+
+    def __init__(self, sandbox: "NamespaceSandbox", env: dict[str, str]) -> None:
+        from deepgym_envs.sandbox.namespace import NamespaceSandbox
+
+        # The server cleans up by signalling its whole PID namespace: only a backend that gives
+        # every command a private one may host it (the server checks again before it starts).
+        if not isinstance(sandbox, NamespaceSandbox):
+            raise SandboxError(f"the warm test runner needs the namespace backend, not {type(sandbox).__name__}")
+        self.sandbox = sandbox
+        self.env = dict(env)
+        self._proc: subprocess.Popen | None = None
+        self._ctrl: socket.socket | None = None
+        self._ready = False
+        self._lock = threading.Lock()
+        self.runs = self.fallbacks = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the server without waiting for it: it imports pytest while the agent thinks."""
+        if self._proc is not None:
+            return
+        host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            support = self.sandbox.support_dir
+            cmd = ["python", f"{support}/{SERVER}", str(server_end.fileno())]
+            # "/" not the workspace: nothing of the repository is on the server's path.
+            argv = self.sandbox._argv(cmd, command_env(self.env), "/")
+            limits = self.sandbox.limits
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True, pass_fds=(server_end.fileno(),),
+                preexec_fn=functools.partial(_server_preexec, limits, user_process_baseline(),
+                                             self.sandbox._cgroup))
+        except OSError:
+            host_end.close()
+            self._proc = None
+            return
+        finally:
+            server_end.close()
+        self._ctrl = host_end
+        self._ready = False
+
+    def stop(self) -> None:
+        """Kill the server and everything it runs (its bubblewrap PID namespace goes with it)."""
+        proc, ctrl = self._proc, self._ctrl
+        self._proc, self._ctrl, self._ready = None, None, False
+        if ctrl is not None:
+            ctrl.close()
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+    @property
+    def started(self) -> bool:
+        return self._proc is not None
+
+    def _await_ready(self) -> bool:
+        if self._ready:
+            return True
+        if self._ctrl is None:
+            return False
+        msg = _recv(self._ctrl, START_TIMEOUT)
+        self._ready = isinstance(msg, dict) and "ready" in msg
+        return self._ready
+
+    # -- runs ----------------------------------------------------------------------------------
+    def run(self, args: list[str], timeout: float, env: dict[str, str], cwd: str) -> ExecResult | None:
+        """One pytest run, or None when the server cannot serve it (then run it cold)."""
+        if env != self.env:
+            return None
+        with self._lock:
+            self.start()
+            if not self._await_ready():
+                self.stop()
+                self.fallbacks += 1
+                return None
+            result = self._run(args, timeout, cwd)
+            if result is None:
+                self.stop()  # dead or confused: the next run starts a new one
+                self.fallbacks += 1
+            else:
+                self.runs += 1
+            return result
+
+    def _run(self, args: list[str], timeout: float, cwd: str) -> ExecResult | None:
+        assert self._ctrl is not None
+        start = time.monotonic()
+        pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, report
+        try:
+            socket.send_fds(self._ctrl, [json.dumps({"args": args, "cwd": cwd}).encode()],
+                            [w for _, w in pipes])
+        except OSError:
+            for r, w in pipes:
+                os.close(r)
+                os.close(w)
+            return None
+        for _, w in pipes:
+            os.close(w)
+        cap = self.sandbox.limits.output_bytes or (1 << 62)
+        deadline = start + timeout if timeout else None
+        (out, err, report), truncated, timed_out = _drain([r for r, _ in pipes], [cap, cap, REPORT_CAP],
+                                                          deadline)
+        if timed_out:
+            self.stop()  # as a cold timeout kills the whole command tree
+            return ExecResult(-signal.SIGKILL, out, err, True, time.monotonic() - start, truncated, report)
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.1)
+        reply = _recv(self._ctrl, remaining)
+        if not isinstance(reply, dict) or not isinstance(reply.get("exit"), int):
+            return None
+        return ExecResult(reply["exit"], out, err, False, time.monotonic() - start, truncated, report)
+
+
+def _server_preexec(limits, baseline: int, cgroup) -> None:
+    """A command's limits, without its parent-death signal: that fires when the *thread* that
+    started the server ends. The server exits when its control socket closes instead."""
+    import ctypes
+
+    apply_rlimits(limits, baseline, cgroup)
+    ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG off
+
+
+def _recv(ctrl: socket.socket, timeout: float | None) -> object:
+    """One message from the server, or None if it hung up, timed out or sent garbage."""
+    ctrl.settimeout(timeout)
+    try:
+        data = ctrl.recv(1 << 16)
+        return json.loads(data) if data else None
+    except (OSError, ValueError):
+        return None
+
+
+def _drain(fds: list[int], caps: list[int], deadline: float | None) -> tuple[list[str], bool, bool]:
+    """Read every pipe to EOF (or the deadline), keeping ``caps[i]`` bytes of pipe i."""
+    bufs = {fd: bytearray() for fd in fds}
+    cap_of = dict(zip(fds, caps))
+    truncated = timed_out = False
+    with selectors.DefaultSelector() as sel:
+        for fd in fds:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(remaining):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                buf, room = bufs[key.fd], cap_of[key.fd] - len(bufs[key.fd])
+                if room > 0:
+                    buf += chunk[:room]
+                if len(chunk) > room and key.fd != fds[-1]:
+                    truncated = True
+    for fd in fds:
+        os.close(fd)
+    return [bufs[fd].decode("utf-8", "replace") for fd in fds], truncated, timed_out
