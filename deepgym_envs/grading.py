@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, ToolError
+from deepgym_envs.pyenv import sandbox_options
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.tasks import Task, patch_paths
 from deepgym_envs.trees import pristine_tree, run_git, tree_fingerprint
@@ -211,7 +212,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
                       FlakyTestWarning, stacklevel=2)
     try:
         tree = pristine_tree(task)
-        with make_sandbox(tree, backend, limits) as sb:
+        with make_sandbox(tree, backend, limits, **sandbox_options(task)) as sb:
             try:
                 prepare_grading_view(sb, task, tree, patch)
             except ToolError as exc:
