@@ -31,7 +31,8 @@ def _synth(args: argparse.Namespace) -> int:
     specs = [SourceSpec.parse(s) for s in args.sources]  # all of them checked before any work starts
     config = SynthConfig(max_candidates=args.max_candidates, max_combined=args.max_combined,
                          run_timeout=args.run_timeout, workers=args.workers, seed=args.seed, backend=args.sandbox,
-                         use_host_python=args.host_python, validate=not args.no_validate)
+                         use_host_python=args.host_python, validate=not args.no_validate,
+                         llm_url=args.llm_url or "", llm_model=args.llm_model or "")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -108,6 +109,9 @@ def add_taskset_parsers(tasks: argparse._SubParsersAction) -> None:
     p.add_argument("--host-python", action="store_true",
                    help="run tests with deepgym's interpreter instead of building an environment")
     p.add_argument("--no-validate", action="store_true", help="skip the final `tasks validate` pass")
+    p.add_argument("--llm-url", default=None, help="reword statements with an OpenAI-compatible endpoint, "
+                   "e.g. http://localhost:8000/v1 (key from OPENAI_API_KEY)")
+    p.add_argument("--llm-model", default=None, help="the model name that endpoint serves")
     p.set_defaults(func=_synth)
 
     p = tasks.add_parser("stats", help="per-repository counts, lines changed, files touched, F2P counts")

@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +58,9 @@ class SynthConfig:
     """Run the tests with deepgym's interpreter instead of building an environment."""
     validate: bool = True
     show_progress: bool = True
+    llm_url: str = ""
+    """An OpenAI-compatible endpoint that rewords the problem statements ('' = keep the templates)."""
+    llm_model: str = ""
 
 
 @dataclass
@@ -244,8 +248,6 @@ def _dedupe(kept: list[_Kept], sources: dict[str, str], fetched: Fetched, report
 def _with_statements(drafts: list[TaskDraft], clean: Path, env: PythonEnv, fetched: Fetched, timeout: float,
                      config: SynthConfig) -> list[TaskDraft]:
     """Run each bug's failing tests once more, with tracebacks, and write the issue from them."""
-    import dataclasses
-
     out = []
     with SuiteRunner(clean, env, test_args=TEST_CMD, backend=config.backend, timeout=timeout) as runner, \
             progress_bar(f"{fetched.name}: write issues", len(drafts), enabled=config.show_progress) as advance:
@@ -270,9 +272,18 @@ def _write(drafts: list[TaskDraft], fetched: Fetched, clean: Path, env: PythonEn
     from deepgym_envs.validate import validate_tasks
 
     repo = RepoWriter(out, fetched, clean)
+    client = None
+    if config.llm_url:
+        from deepgym_envs.audit.llm import OpenAIChatClient
+
+        client = OpenAIChatClient(config.llm_url, config.llm_model, temperature=0.3, max_tokens=1500)
     rows = []
     for d in drafts:
         commit, gold, test_patch = repo.add(d)
+        if client is not None:
+            from deepgym_envs.synth.rewrite import rewrite_statement
+
+            d = dataclasses.replace(d, problem_statement=rewrite_statement(client, d.problem_statement, gold))
         rows.append(task_row(d, fetched, repo.rel, commit, gold, test_patch, test_cmd=TEST_CMD,
                              python_env=env.to_dict()))
     tasks_file = out / f"{_slug(fetched.name)}-{_slug(fetched.version)}.jsonl"
