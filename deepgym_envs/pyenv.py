@@ -79,7 +79,8 @@ class PythonEnv:
     @property
     def key(self) -> str:
         """Names the built environment: the same requirements on the same interpreter share one."""
-        spec = json.dumps([sorted(self.requirements), sys.version_info[:2], os.path.realpath(sys.executable)])
+        spec = json.dumps([sorted(self.requirements), list(self.pythonpath), sys.version_info[:2],
+                           os.path.realpath(sys.executable)])
         return hashlib.sha256(spec.encode()).hexdigest()[:16]
 
 
@@ -112,8 +113,25 @@ def ensure_env(env: PythonEnv) -> Path | None:
         except InfrastructureError:
             shutil.rmtree(dest, ignore_errors=True)
             raise
-        (dest / ".complete").write_text(json.dumps(env.to_dict(), indent=1) + "\n")
+        finish_env(dest, env)
     return dest
+
+
+def finish_env(prefix: Path, env: PythonEnv) -> None:
+    """Point the environment at the workspace, and mark it complete.
+
+    The repository's import roots go into a ``.pth`` file, which ``site`` appends *after*
+    site-packages: the project is imported from ``/testbed``, but a module the agent plants there
+    (an ``iniconfig.py``, say) can never shadow one the test runner imports. ``PYTHONPATH`` would
+    put ``/testbed`` first and let it.
+    """
+    from deepgym_envs.sandbox.base import WORKDIR
+
+    site = prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    lines = [os.path.normpath(os.path.join(WORKDIR, p)) for p in env.pythonpath]
+    (site / "deepgym-workspace.pth").write_text("".join(f"{line}\n" for line in lines))
+    (prefix / ".complete").write_text(json.dumps(env.to_dict(), indent=1) + "\n")
 
 
 def create_venv(dest: Path) -> None:

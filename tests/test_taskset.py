@@ -120,15 +120,20 @@ def test_python_env_field_is_checked():
 
 @requires_namespace
 def test_the_sandbox_runs_a_tasks_environment_read_only_and_first_on_path(tmp_path, toy_task):
-    from deepgym_envs.pyenv import create_venv
+    from deepgym_envs.pyenv import PythonEnv, create_venv, finish_env
     from deepgym_envs.sandbox import make_sandbox
     from deepgym_envs.trees import pristine_tree
 
     prefix = tmp_path / "env"
     create_venv(prefix)  # offline: no packages, just the interpreter
+    finish_env(prefix, PythonEnv((), ("src",)))
+    site = next(prefix.glob("lib/python*/site-packages"))
+    (site / "helper.py").write_text("WHO = 'environment'\n")  # stands for a package the tests depend on
     with make_sandbox(pristine_tree(toy_task), "namespace", python_prefix=str(prefix), pythonpath=["src"]) as sb:
-        result = sb.exec(["python", "-c", "import sys, calc; print(sys.prefix); print(calc.__file__)"])
+        sb.write_file("src/helper.py", b"WHO = 'planted by the agent'\n")
+        result = sb.exec(["python", "-c", "import sys, calc, helper; print(sys.prefix, calc.__file__, helper.WHO)"])
         assert result.exit_code == 0, result.output
-        assert result.stdout.split() == [str(prefix.resolve()), "/testbed/src/calc/__init__.py"]
+        # The project comes from the workspace; what the environment installed cannot be shadowed from it.
+        assert result.stdout.split() == [str(prefix.resolve()), "/testbed/src/calc/__init__.py", "environment"]
         denied = sb.exec(["touch", f"{prefix.resolve()}/bin/planted"])
         assert denied.exit_code != 0 and not (prefix / "bin" / "planted").exists()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from deepgym_envs.errors import InfrastructureError
 from deepgym_envs.grading import TEST_DIR_NAMES, is_test_path
-from deepgym_envs.pyenv import PythonEnv, create_venv, env_root, pip_freeze, pip_install
+from deepgym_envs.pyenv import PythonEnv, create_venv, env_root, finish_env, pip_freeze, pip_install
 from deepgym_envs.synth.fetch import Fetched, SynthError
 
 #: Directories that hold no library code worth mutating.
@@ -127,7 +127,7 @@ def build_env(fetched: Fetched, layout: Layout, *, use_host: bool = False) -> Py
         shutil.rmtree(dest, ignore_errors=True)
         # A venv finds itself from the path its interpreter is started by, so a rename is safe.
         os.rename(scratch, dest)
-        (dest / ".complete").write_text("\n".join(requirements) + "\n")
+        finish_env(dest, env)
         return env
     except InfrastructureError as exc:
         raise SynthError(f"environment: {str(exc)[-400:]}") from None
