@@ -94,6 +94,7 @@ def synthesize_all(specs: list[SourceSpec], out: Path, config: SynthConfig) -> l
 def synthesize(spec: SourceSpec, out: Path, config: SynthConfig) -> PackageReport:
     report = PackageReport(str(spec))
     start = time.monotonic()
+    out = out.resolve()  # git runs in other directories
     with tempfile.TemporaryDirectory(prefix="deepgym-synth-") as tmp:
         try:
             _synthesize(spec, out, config, Path(tmp), report)
@@ -104,6 +105,11 @@ def synthesize(spec: SourceSpec, out: Path, config: SynthConfig) -> PackageRepor
             report.reason = str(exc)
         except DeepgymError as exc:  # infrastructure trouble on this project only
             report.reason = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - one odd project must not cost the others their run
+            import traceback
+
+            traceback.print_exc()
+            report.reason = f"internal error ({type(exc).__name__}: {exc}); please report it"
     report.seconds = time.monotonic() - start
     return report
 
