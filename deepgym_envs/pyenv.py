@@ -180,10 +180,10 @@ def _write_requirements(dest: Path, requirements: tuple[str, ...]) -> str:
 
 
 def _base_python() -> str:
-    # A venv made from a venv's interpreter chains to the base one anyway; be explicit.
-    return os.path.join(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}") \
-        if os.path.exists(os.path.join(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")) \
-        else sys.executable
+    """The interpreter behind this one: a venv made from a venv's python chains to it anyway."""
+    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidate = os.path.join(sys.base_prefix, "bin", name)
+    return candidate if os.path.exists(candidate) else sys.executable
 
 
 def _run(argv: list[str], *, what: str, timeout: float = BUILD_TIMEOUT) -> str:

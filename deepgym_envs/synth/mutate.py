@@ -158,6 +158,8 @@ class _Finder(ast.NodeVisitor):
         self.src, self.path = src, path
         self.found: list[Mutation] = []
         self.scope: list[str] = []
+        self._bounds_seen: set[int] = set()
+        """Integer constants already mutated as bounds (off_by_one), not again as constants."""
 
     def _add(self, kind: str, node: ast.AST, *edits: Edit) -> None:
         self.found.append(Mutation(kind, self.path, node.lineno, tuple(edits),  # type: ignore[attr-defined]
@@ -325,7 +327,7 @@ class _Finder(ast.NodeVisitor):
             self._add("change_constant", node, self._replace(node, repr(value * 2 if value else 1.0).encode()))
 
     def _is_bound(self, node: ast.Constant) -> bool:
-        return id(node) in getattr(self, "_bounds_seen", set())
+        return id(node) in self._bounds_seen
 
     def _bounds(self, node: ast.Subscript | ast.Call) -> None:
         """Integer bounds in indexes, slices and range(): the classic off-by-one."""
@@ -336,12 +338,11 @@ class _Finder(ast.NodeVisitor):
             targets = list(node.args)
         else:
             return
-        seen = self.__dict__.setdefault("_bounds_seen", set())
         for t in targets:
             if t is None or isinstance(t, ast.Starred):
                 continue
             if _is_int(t):
-                seen.add(id(t))
+                self._bounds_seen.add(id(t))
                 self._add("off_by_one", t, self._replace(t, str(t.value + 1).encode()))  # type: ignore[union-attr]
             elif not isinstance(t, ast.Constant):
                 text = self.src.text(t)
