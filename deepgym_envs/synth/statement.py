@@ -45,6 +45,10 @@ def test_source(file_text: str, test_id: str) -> str:
     for name in names:
         node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                      and n.name == name), None)
+        if node is None and name is names[-1]:
+            # A test method inherited from a mixin in the same file (``class LRUTest(CacheTestMixin, ...)``).
+            node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and n.name == name), None)
         if node is None:
             return ""
         scope = getattr(node, "body", [])
