@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tomllib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,16 +143,24 @@ def _uninstall(prefix: Path, name: str) -> None:
                     "-q", "--disable-pip-version-check", name], capture_output=True, text=True, timeout=300)
 
 
+def _pyproject(root: Path) -> dict:
+    """pyproject.toml as data; {} when absent, unreadable, or on Python 3.10 without tomli."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            return {}
+    try:
+        return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):  # TOMLDecodeError is a ValueError
+        return {}
+
+
 def _test_extras(root: Path) -> list[str]:
     """Extras named test/tests/testing, from pyproject.toml, setup.cfg or PKG-INFO."""
-    found: set[str] = set()
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-            found |= set((data.get("project") or {}).get("optional-dependencies") or {})
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            pass
+    found: set[str] = set((_pyproject(root).get("project") or {}).get("optional-dependencies") or {})
     for meta in (root / "PKG-INFO", root / "setup.cfg"):
         if meta.is_file():
             for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -174,12 +181,7 @@ def _test_requirement_args(root: Path) -> list[str]:
             text = path.read_text(encoding="utf-8", errors="replace")
             if "-e " not in text and "git+" not in text:
                 args += ["-r", str(path)]
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():  # PEP 735 dependency groups (pip learnt them only in 25.1)
-        try:
-            groups = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("dependency-groups") or {}
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            groups = {}
-        for key in _TEST_EXTRAS:
-            args += [r for r in groups.get(key, []) if isinstance(r, str)]
+    groups = _pyproject(root).get("dependency-groups") or {}  # PEP 735 (pip reads them only from 25.1)
+    for key in _TEST_EXTRAS:
+        args += [r for r in groups.get(key, []) if isinstance(r, str)]
     return args
