@@ -308,7 +308,7 @@ def _write(drafts: list[TaskDraft], fetched: Fetched, clean: Path, env: PythonEn
     if not rows:
         tasks_file.unlink()
     report.written = len(rows)
-    report.tasks_file = str(tasks_file) if rows else ""
+    report.tasks_file = tasks_file.name if rows else ""  # relative to the output directory
     requirements = out / "envs" / f"{_slug(fetched.name)}-{_slug(fetched.version)}.txt"
     requirements.parent.mkdir(parents=True, exist_ok=True)
     requirements.write_text("".join(f"{r}\n" for r in env.requirements) or "# deepgym's own interpreter\n")
