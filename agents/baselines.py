@@ -111,6 +111,10 @@ class OracleAgent:
                 header = re.match(r".*\((\d+) lines\)", self._last.splitlines()[0])
                 total = int(header.group(1)) if header else 0
                 got = _view_lines(self._last)
+                if " characters elided ...]" in self._last:
+                    # The page was too long and clip() kept its head and tail: trust the head only,
+                    # minus its last line (cut mid-way), and ask for the rest in the next view.
+                    got = _view_lines(self._last.split("\n[... ", 1)[0])[:-1]
                 if not got:
                     break
                 lines += got

@@ -2,6 +2,8 @@
 
     deepgym tasks list [TASKSET]
     deepgym tasks validate [TASKSET] [--workers N] [--runs N --record-flaky]
+    deepgym tasks synth --from pypi:NAME==VERSION | git:PATH_OR_URL --out DIR
+    deepgym tasks stats TASKSET | split TASKSET --by repo --eval-frac 0.2 --out DIR
     deepgym batch TASK_ID --patches candidates.jsonl [--executor ray] [--out verdicts.jsonl]
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
     deepgym eval --agent openai|vllm|hf --model M [--base-url U] [--k N] [--concurrency C] [--max-steps S]
@@ -172,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=1, help="grade each state N times and flag tests that flip")
     p.add_argument("--record-flaky", action="store_true", help="write flagged tests into the task files")
     p.set_defaults(func=_tasks_validate)
+    from deepgym_envs.synth.cli import add_taskset_parsers
+
+    add_taskset_parsers(tasks)
 
     p = sub.add_parser("batch", help="grade N candidate patches for one task (run_batch)")
     p.add_argument("task_id")

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, ToolError
+from deepgym_envs.pyenv import sandbox_options
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, patch_paths
@@ -224,7 +225,9 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
                       FlakyTestWarning, stacklevel=2)
     try:
         tree = pristine_tree(task)
-        with views.view(tree, backend, limits) if views is not None else make_sandbox(tree, backend, limits) as sb:
+        options = sandbox_options(task)
+        with (views.view(tree, backend, limits, **options) if views is not None
+              else make_sandbox(tree, backend, limits, **options)) as sb:
             try:
                 prepare_grading_view(sb, task, tree, patch)
             except ToolError as exc:

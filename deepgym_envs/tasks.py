@@ -53,6 +53,8 @@ class Task:
     difficulty: str = ""
     flaky: list[str] = field(default_factory=list)
     """Test ids known to be flaky; excluded from rewards."""
+    python_env: dict[str, Any] = field(default_factory=dict)
+    """The Python environment the tests run in (see :mod:`deepgym_envs.pyenv`); empty = deepgym's own."""
     source: str = ""
     """Where the row came from (``file:line``); filled by the loader."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -164,6 +166,13 @@ def _coerce(key: str, value: Any, path: str, line: int | None) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise TaskFormatError(path, line, key, "expected a list of strings")
         return value
+    if key == "python_env":
+        from deepgym_envs.pyenv import PythonEnv
+
+        try:
+            return PythonEnv.from_dict(value or {}).to_dict() if value else {}
+        except ValueError as exc:
+            raise TaskFormatError(path, line, key, str(exc)) from None
     if key in _BOOL_FIELDS:
         if not isinstance(value, bool):
             raise TaskFormatError(path, line, key, f"expected true or false, got {value!r}")
@@ -185,7 +194,8 @@ def builtin_dir() -> Path:
 
 
 def load_tasks(source: str | Path = "builtin") -> list[Task]:
-    """Load a task set: ``"builtin"``, a ``.jsonl`` file, or a directory of ``.jsonl`` files.
+    """Load a task set: ``"builtin"``, a ``.jsonl`` file, a directory of ``.jsonl`` files, or a
+    SWE-bench-style dataset saved by ``datasets`` / as ``.parquet`` or ``.arrow`` files (:mod:`deepgym_envs.hfdata`).
 
     Raises :class:`TaskFormatError` naming the file, line and field of the first bad row.
     """
@@ -193,10 +203,16 @@ def load_tasks(source: str | Path = "builtin") -> list[Task]:
         root = builtin_dir()
     else:
         root = Path(source).expanduser()
+    if root.suffix in (".parquet", ".arrow") or (root.is_dir() and not any(root.glob("*.jsonl"))):
+        from deepgym_envs.hfdata import is_dataset, load_dataset_tasks  # pyarrow/datasets only when needed
+
+        if is_dataset(root):
+            return load_dataset_tasks(root)
     if root.is_dir():
         files = sorted(root.glob("*.jsonl"))
         if not files:
-            raise TaskFormatError(str(root), None, None, "directory holds no .jsonl task files")
+            raise TaskFormatError(str(root), None, None, "directory holds no .jsonl task files "
+                                  "(nor a datasets directory or .parquet/.arrow files)")
     elif root.is_file():
         files = [root]
     else:

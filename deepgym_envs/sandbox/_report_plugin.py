@@ -39,6 +39,22 @@ _MACHINERY = {
     "runner.pytest_runtest_makereport": (_pytest.runner, "pytest_runtest_makereport"),
     "runner.CallInfo.from_call": (_pytest.runner.CallInfo, "from_call"),
 }
+# unittest-style suites decide pass/fail inside unittest itself: its runner and assert methods are
+# machinery too (code under test that stubs TestCase.assertEqual at import passes every test).
+import unittest  # noqa: E402
+
+try:
+    from _pytest.unittest import TestCaseFunction as _TestCaseFunction
+except ImportError:  # a pytest that reorganised its internals: check unittest's side only
+    _TestCaseFunction = None
+
+for _attr in sorted(vars(unittest.TestCase)):
+    if _attr.startswith(("assert", "fail")) or _attr in ("run", "__call__", "debug", "_callTestMethod"):
+        _MACHINERY[f"unittest.TestCase.{_attr}"] = (unittest.TestCase, _attr)
+for _attr in ("runtest", "addFailure", "addError", "addSuccess", "addSkip", "addExpectedFailure",
+              "addUnexpectedSuccess"):
+    if _TestCaseFunction is not None and _attr in vars(_TestCaseFunction):
+        _MACHINERY[f"TestCaseFunction.{_attr}"] = (_TestCaseFunction, _attr)
 _ORIGINAL = {name: vars(owner).get(attr) for name, (owner, attr) in _MACHINERY.items()}
 
 
@@ -66,6 +82,15 @@ def pytest_pyfunc_call(pyfuncitem):
     outcome = yield
     if outcome.excinfo is not None:
         _raised.add(pyfuncitem.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    outcome = yield
+    # A unittest TestCase's failure does not propagate out of runtest(): pytest keeps it on the
+    # item (``_excinfo``) and turns it into the report later, where a planted plugin could flip it.
+    if outcome.excinfo is not None or getattr(item, "_excinfo", None):
+        _raised.add(item.nodeid)
 
 
 def pytest_collection_modifyitems(session, config, items):

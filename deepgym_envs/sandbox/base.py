@@ -306,6 +306,23 @@ def workspace_diff(pristine: Path, root: str, changed: list[str] | None, wrap: l
         return run_git(base + ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "HEAD"], **kw)
 
 
+def task_python_env(env: dict[str, str], prefix: str | None, pythonpath: tuple[str, ...], workdir: str) -> dict[str, str]:
+    """A command's environment with a task's Python environment applied (every backend uses this).
+
+    A task environment built by :mod:`deepgym_envs.pyenv` already finds the workspace at
+    ``/testbed`` through a ``.pth`` file, after its own packages. ``PYTHONPATH`` (which comes
+    *before* them, so files in the workspace could shadow the test runner's imports) is the
+    fallback for deepgym's own interpreter and for workspaces elsewhere (the local backend).
+    """
+    env = dict(env)
+    if prefix:
+        env["VIRTUAL_ENV"] = prefix
+    if pythonpath and not (prefix and workdir == WORKDIR):
+        paths = [os.path.normpath(os.path.join(workdir, p)) for p in pythonpath]
+        env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH", "")])])
+    return env
+
+
 def resolve_in_root(root: str, path: str, workdir: str = WORKDIR, *, follow_last: bool = True) -> str:
     """Map a workspace path to a host path under ``root``, following symlinks as the sandbox would.
 

@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits
+from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits, task_python_env
 from deepgym_envs.sandbox.support import support_host_dir
 from deepgym_envs.trees import run_git
 
@@ -77,17 +77,21 @@ class CopiedWorkspace(HostViewSandbox):
 class LocalSandbox(CopiedWorkspace):
     """A copied workspace in a temporary directory; commands run directly on the host."""
 
-    def __init__(self, pristine: Path, limits: SandboxLimits | None = None) -> None:
+    def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, python_prefix: str | None = None,
+                 pythonpath: tuple[str, ...] | list[str] = ()) -> None:
         warnings.warn("sandbox='local' gives NO isolation: agent commands run on this machine as "
                       "this user, with network access", LocalSandboxWarning, stacklevel=3)
         super().__init__(pristine, limits or SandboxLimits(), tmp_prefix="deepgym-local-")
+        self._python_prefix, self._pythonpath = python_prefix, tuple(pythonpath)
         self.workdir = self._workspace
         self.support_dir = support_host_dir()
 
     def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
         path = (f"{self.support_dir}/bin:{os.path.dirname(os.path.abspath(sys.executable))}:"
                 f"{env.get('PATH', '/usr/bin:/bin')}")
-        env = {**env, "PATH": path, "HOME": self._tmp}
+        if self._python_prefix:
+            path = f"{self._python_prefix}/bin:{path}"
+        env = {**task_python_env(env, None, self._pythonpath, self.workdir), "PATH": path, "HOME": self._tmp}
         # `env -i` gives the command exactly this environment; `-C` sets its directory.
         return ["env", "-i", "-C", cwd, *(f"{k}={v}" for k, v in env.items()), *cmd]
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
-from deepgym_envs.sandbox.base import ExecResult, HostViewSandbox, SandboxLimits
+from deepgym_envs.sandbox.base import ExecResult, HostViewSandbox, SandboxLimits, task_python_env
 from deepgym_envs.sandbox.cgroup import PidsCgroup
 from deepgym_envs.sandbox.warm import WarmRunner
 
@@ -91,10 +91,15 @@ class NamespaceSandbox(HostViewSandbox):
 
     support_dir = SUPPORT_DIR
 
-    def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, warm_tests: bool = True) -> None:
-        """``warm_tests``: serve pytest runs from a pre-imported server (see :mod:`.warm`)."""
+    def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, warm_tests: bool = True,
+                 python_prefix: str | None = None, pythonpath: tuple[str, ...] | list[str] = ()) -> None:
+        """``warm_tests``: serve pytest runs from a pre-imported server (see :mod:`.warm`);
+        ``python_prefix``: a task's environment (:mod:`deepgym_envs.pyenv`), bound read-only and
+        first on ``PATH``; ``pythonpath``: workspace directories put on ``PYTHONPATH``."""
         require_available()
         super().__init__(pristine, limits or SandboxLimits())
+        self._python_prefix = os.path.realpath(python_prefix) if python_prefix else None
+        self._pythonpath = tuple(pythonpath)
         lower = str(Path(pristine).resolve())
         if any(c in lower for c in ",:\n"):
             raise SandboxUnavailable(f"pristine tree path {lower!r} has a character overlayfs cannot take")
@@ -185,12 +190,15 @@ class NamespaceSandbox(HostViewSandbox):
 
     # -- commands ------------------------------------------------------------------------------
     def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
-        env = dict(env)
+        env = task_python_env(env, self._python_prefix, self._pythonpath, self.workdir)
         env["PATH"] = f"{SUPPORT_DIR}/bin:{_python_bin_dir()}:{env.get('PATH', '/usr/bin:/bin')}"
+        if self._python_prefix:  # the task's interpreter wins over deepgym's `python` wrapper
+            env["PATH"] = f"{self._python_prefix}/bin:{env['PATH']}"
         # /tmp first: a Python installed under /tmp (a CI venv) is then bound on top of it.
         argv = [*self._enter(), "bwrap",
                 "--bind", f"{self._mnt}/tmp", "/tmp",
                 *_system_binds(),
+                *(("--ro-bind", self._python_prefix, self._python_prefix) if self._python_prefix else ()),
                 "--bind", f"{self._mnt}/merged", self.workdir,
                 "--dev", "/dev", "--proc", "/proc",
                 "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox",

@@ -24,11 +24,11 @@ from typing import Iterator
 from deepgym_envs.errors import InfrastructureError
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, default_backend, make_sandbox
 
-Key = tuple[str, str, "SandboxLimits | None"]
+Key = tuple[str, str, "SandboxLimits | None", tuple]
 
 
 class ViewPool:
-    """Renewable grading sandboxes by (tree, backend, limits); at most ``max_idle`` kept idle."""
+    """Renewable grading sandboxes by (tree, backend, limits, options); at most ``max_idle`` kept idle."""
 
     def __init__(self, max_idle: int = 2) -> None:
         self.max_idle = max_idle
@@ -38,9 +38,14 @@ class ViewPool:
         self.lent = self.created = 0
 
     @contextlib.contextmanager
-    def view(self, tree: Path, backend: str | None = None, limits: SandboxLimits | None = None) -> Iterator[Sandbox]:
-        """A sandbox showing the pristine tree, for one grading run; kept afterwards if it is healthy."""
-        key: Key = (str(tree), backend or default_backend(), limits)
+    def view(self, tree: Path, backend: str | None = None, limits: SandboxLimits | None = None,
+             **options: object) -> Iterator[Sandbox]:
+        """A sandbox showing the pristine tree, for one grading run; kept afterwards if it is healthy.
+
+        ``options`` go to :func:`make_sandbox` (a task's Python environment, say) and are part of
+        the key: a view is only reused for the same tree seen the same way.
+        """
+        key: Key = (str(tree), backend or default_backend(), limits, tuple(sorted(options.items())))
         sb = self._take(key)
         if sb is not None:
             try:
@@ -49,7 +54,7 @@ class ViewPool:
                 sb.close()
                 sb = None
         if sb is None:
-            sb = make_sandbox(tree, backend, limits)
+            sb = make_sandbox(tree, backend, limits, **options)
             with self._lock:
                 self.created += 1
         with self._lock:

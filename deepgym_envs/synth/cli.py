@@ -1,0 +1,128 @@
+"""``deepgym tasks synth | stats | split``: registered by :func:`add_taskset_parsers`.
+
+    deepgym tasks synth --from pypi:NAME==VERSION [--from git:PATH_OR_URL[@REV] ...] --out DIR
+    deepgym tasks stats TASKSET [--json]
+    deepgym tasks split TASKSET --by repo --eval-frac 0.2 [--seed 0] --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from rich.console import Console
+
+from deepgym_envs.progress import console as _console
+
+
+def console(width: int | None = None) -> Console:
+    return Console(width=width) if width else _console()
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from deepgym_envs.synth.fetch import SourceSpec
+    from deepgym_envs.synth.pipeline import SynthConfig, synthesize
+
+    specs = [SourceSpec.parse(s) for s in args.sources]  # all of them checked before any work starts
+    config = SynthConfig(max_candidates=args.max_candidates, max_combined=args.max_combined,
+                         run_timeout=args.run_timeout, workers=args.workers, seed=args.seed, backend=args.sandbox,
+                         use_host_python=args.host_python, validate=not args.no_validate,
+                         llm_url=args.llm_url or "", llm_model=args.llm_model or "")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    reports = []
+    for spec in specs:
+        report = synthesize(spec, out, config)
+        reports.append(report)
+        state = f"[green]{report.written} tasks[/]" if report.ok else f"[red]failed[/]: {escape(report.reason)}"
+        console().print(f"{escape(str(spec))}: {state} ({report.seconds:.0f}s)", soft_wrap=True)
+    table = Table(title=f"synthesis into {out}")
+    for col in ("source", "reliable tests", "tried", "kept", "written", "rejected (why)", "s", "result"):
+        table.add_column(col, overflow="fold")
+    for r in reports:
+        why = ", ".join(f"{k}: {v}" for k, v in r.rejected.most_common()) or "-"
+        table.add_row(escape(r.source), str(r.reliable_tests), str(r.tried), str(r.kept), str(r.written), escape(why),
+                      f"{r.seconds:.0f}", "[green]ok[/]" if r.ok else "[red]failed[/]")
+    console(width=max(120, console().width)).print(table)
+    for r in reports:
+        if r.reason:
+            console().print(f"{escape(r.source)}: {escape(r.reason)}", soft_wrap=True)
+    total = sum(r.written for r in reports)
+    console().print(f"{total} validated tasks from {sum(r.ok for r in reports)}/{len(reports)} sources in "
+                    f"{time.monotonic() - start:.0f}s")
+    summary = {"sources": [r.to_dict() for r in reports], "tasks": total, "seconds": round(time.monotonic() - start, 1)}
+    (out / "synth-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return 0 if total else 1
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from deepgym_envs.tasks import load_tasks
+    from deepgym_envs.taskset import taskset_stats
+
+    stats = taskset_stats(load_tasks(args.taskset))
+    if args.json:
+        print(json.dumps(stats.to_dict(), indent=1))
+        return 0
+    table = Table(title=f"{stats.tasks} tasks in {args.taskset}")
+    for col in ("repo", "tasks", "F2P (mean)", "lines changed (mean)", "files touched (mean)"):
+        table.add_column(col)
+    for r in stats.repos:
+        table.add_row(escape(r.repo), str(r.tasks), f"{r.f2p_mean:g}", f"{r.lines_changed_mean:g}",
+                      f"{r.files_touched_mean:g}")
+    console().print(table)
+    for name, values in (("lines changed", stats.lines_changed), ("files touched", stats.files_touched),
+                         ("FAIL_TO_PASS", stats.f2p), ("PASS_TO_PASS", stats.p2p)):
+        console().print(f"{name}: " + ", ".join(f"{k} {v:g}" for k, v in values.items()))
+    console().print("difficulty: " + ", ".join(f"{k} {v}" for k, v in stats.difficulty.items()))
+    return 0
+
+
+def _split(args: argparse.Namespace) -> int:
+    from deepgym_envs.tasks import load_tasks
+    from deepgym_envs.taskset import split_by_repo, write_split
+
+    split = split_by_repo(load_tasks(args.taskset), eval_frac=args.eval_frac, seed=args.seed)
+    train, evaluation = write_split(split, Path(args.out))
+    console().print(f"train: {len(split.train)} tasks -> {train}\neval: {len(split.eval)} tasks -> {evaluation} "
+                    f"(repos: {', '.join(split.eval_repos)})")
+    return 0
+
+
+def add_taskset_parsers(tasks: argparse._SubParsersAction) -> None:
+    """Register ``synth``, ``stats`` and ``split`` under ``deepgym tasks``."""
+    p = tasks.add_parser("synth", help="make tasks from real projects: inject bugs their own tests catch")
+    p.add_argument("--from", dest="sources", action="append", required=True, metavar="SOURCE",
+                   help="pypi:NAME==VERSION or git:PATH_OR_URL[@REV] (repeatable)")
+    p.add_argument("--out", required=True, help="directory for the task files, repositories and requirements")
+    p.add_argument("--max-candidates", type=int, default=60, help="bugs tried per project")
+    p.add_argument("--max-combined", type=int, default=5, help="two-bug combinations tried per project (0 = off)")
+    p.add_argument("--run-timeout", type=float, default=0.0, help="seconds per test run (0 = 3x the clean run + 30)")
+    p.add_argument("--workers", type=int, default=2, help="test runs in parallel")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
+    p.add_argument("--host-python", action="store_true",
+                   help="run tests with deepgym's interpreter instead of building an environment")
+    p.add_argument("--no-validate", action="store_true", help="skip the final `tasks validate` pass")
+    p.add_argument("--llm-url", default=None, help="reword statements with an OpenAI-compatible endpoint, "
+                   "e.g. http://localhost:8000/v1 (key from OPENAI_API_KEY)")
+    p.add_argument("--llm-model", default=None, help="the model name that endpoint serves")
+    p.set_defaults(func=_synth)
+
+    p = tasks.add_parser("stats", help="per-repository counts, lines changed, files touched, F2P counts")
+    p.add_argument("taskset", nargs="?", default="builtin")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=_stats)
+
+    p = tasks.add_parser("split", help="train / eval split by repository (seeded, deterministic)")
+    p.add_argument("taskset")
+    p.add_argument("--by", choices=["repo"], default="repo")
+    p.add_argument("--eval-frac", type=float, default=0.2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_split)

@@ -1,0 +1,187 @@
+"""What a fetched project looks like: where its code and tests are, and the environment they need.
+
+Layout is read from the files, never configured per project, so synthesis runs on a package it
+has never seen: ``src/`` layouts and flat ones, tests in a top-level ``tests/`` directory, inside
+the package (``toolz/tests``) or as ``test_*.py`` files at the root.
+
+The environment is built once per project: the project is installed with its test extras into
+a fresh virtual environment (so pip resolves every dependency), then uninstalled again — the
+tests must import the working copy at ``/testbed``, which ``pythonpath`` points at — and what is
+left is frozen into pinned requirements that anyone can rebuild from (:mod:`deepgym_envs.pyenv`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from deepgym_envs.errors import InfrastructureError
+from deepgym_envs.grading import TEST_DIR_NAMES, is_test_path
+from deepgym_envs.pyenv import PythonEnv, create_venv, env_root, finish_env, pip_freeze, pip_install
+from deepgym_envs.synth.fetch import Fetched, SynthError
+
+#: Directories that hold no library code worth mutating.
+_SKIP_DIRS = {"docs", "doc", "examples", "example", "benchmarks", "bench", "build", "dist", "scripts",
+              "tools", ".git", ".github", ".tox", ".nox", "__pycache__", "site-packages", "node_modules"}
+_SKIP_FILES = {"setup.py", "conftest.py", "noxfile.py", "fabfile.py", "tasks.py", "conf.py", "_version.py",
+               "version.py", "__main__.py", "__about__.py"}
+_TEST_EXTRAS = ("test", "tests", "testing")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where things are, relative to the project root."""
+
+    pythonpath: tuple[str, ...]
+    """Import roots (``src`` or the root itself)."""
+    test_targets: tuple[str, ...]
+    """What pytest is pointed at: test directories and root-level test files."""
+    modules: tuple[str, ...]
+    """Library modules that bugs may be injected into."""
+
+
+def read_layout(root: Path) -> Layout:
+    """The project's layout; SynthError when it ships no tests or no library code."""
+    src = root / "src"
+    import_root = src if src.is_dir() and any(_is_code(p) for p in src.iterdir()) else root
+    pythonpath = ("src",) if import_root == src else (".",)
+    targets = _test_targets(root)
+    if not targets:
+        raise SynthError("no tests shipped (no tests/ directory or test_*.py files in the source)")
+    modules = sorted(_modules(root, import_root))
+    if not modules:
+        raise SynthError("no library modules found to inject bugs into")
+    return Layout(pythonpath, tuple(targets), tuple(modules))
+
+
+def _is_code(path: Path) -> bool:
+    return (path.is_dir() and (path / "__init__.py").is_file()) or (path.suffix == ".py" and path.name not in _SKIP_FILES)
+
+
+def _test_targets(root: Path) -> list[str]:
+    targets: list[str] = []
+    for dirpath, dirs, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for d in list(dirs):
+            if d in TEST_DIR_NAMES:
+                path = os.path.normpath(os.path.join(rel, d))
+                if any(_is_test_file(f) for _, _, fs in os.walk(os.path.join(dirpath, d)) for f in fs):
+                    targets.append(path)
+                dirs.remove(d)  # one target covers everything below it
+        if rel == ".":
+            targets += sorted(f for f in files if _is_test_file(f))
+    return targets
+
+
+def _is_test_file(name: str) -> bool:
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def _modules(root: Path, import_root: Path) -> list[str]:
+    out = []
+    for dirpath, dirs, files in os.walk(import_root):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".") and d not in TEST_DIR_NAMES]
+        here = Path(dirpath)
+        # Only importable code: the import root's own modules, and packages (with __init__.py) below it.
+        if here != import_root and not (here / "__init__.py").is_file():
+            dirs[:] = []
+            continue
+        for name in files:
+            rel = os.path.relpath(here / name, root)
+            if name.endswith(".py") and name not in _SKIP_FILES and not is_test_path(rel):
+                out.append(rel)
+    return out
+
+
+def build_env(fetched: Fetched, layout: Layout, *, use_host: bool = False) -> PythonEnv:
+    """Install the project's dependencies (test extras included) once; return the frozen environment.
+
+    ``use_host``: run the tests with deepgym's own interpreter instead (for projects without
+    dependencies, or offline use); nothing is installed.
+    """
+    if use_host:
+        return PythonEnv((), layout.pythonpath)
+    scratch = env_root() / f"build-{uuid.uuid4().hex[:12]}"
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        create_venv(scratch)
+        extras = _test_extras(fetched.root)
+        target = str(fetched.root) + (f"[{','.join(extras)}]" if extras else "")
+        args = [target, *_test_requirement_args(fetched.root)]
+        try:
+            pip_install(scratch, args)
+        except InfrastructureError as exc:
+            raise SynthError(f"build failed: {str(exc)[-400:]}") from None
+        pip_install(scratch, ["pytest"])  # a no-op when the extras already brought one
+        _uninstall(scratch, fetched.name)
+        requirements = tuple(pip_freeze(scratch))
+        env = PythonEnv(requirements, layout.pythonpath)
+        dest = env_root() / env.key
+        if (dest / ".complete").is_file():
+            return env  # built before, by an earlier run: keep that one
+        shutil.rmtree(dest, ignore_errors=True)
+        # A venv finds itself from the path its interpreter is started by, so a rename is safe.
+        os.rename(scratch, dest)
+        finish_env(dest, env)
+        return env
+    except InfrastructureError as exc:
+        raise SynthError(f"environment: {str(exc)[-400:]}") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _uninstall(prefix: Path, name: str) -> None:
+    import subprocess
+    import sys
+
+    # Not an error when it is not there (a project whose metadata names it differently).
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(prefix / "bin" / "python"), "uninstall", "-y",
+                    "-q", "--disable-pip-version-check", name], capture_output=True, text=True, timeout=300)
+
+
+def _pyproject(root: Path) -> dict:
+    """pyproject.toml as data; {} when absent, unreadable, or on Python 3.10 without tomli."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            return {}
+    try:
+        return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):  # TOMLDecodeError is a ValueError
+        return {}
+
+
+def _test_extras(root: Path) -> list[str]:
+    """Extras named test/tests/testing, from pyproject.toml, setup.cfg or PKG-INFO."""
+    found: set[str] = set((_pyproject(root).get("project") or {}).get("optional-dependencies") or {})
+    for meta in (root / "PKG-INFO", root / "setup.cfg"):
+        if meta.is_file():
+            for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith("Provides-Extra:"):
+                    found.add(line.split(":", 1)[1].strip())
+                elif "=" in line and line.strip().split("=")[0].strip() in _TEST_EXTRAS:
+                    found.add(line.strip().split("=")[0].strip())
+    return sorted(e for e in found if e in _TEST_EXTRAS)
+
+
+def _test_requirement_args(root: Path) -> list[str]:
+    """``-r FILE`` for requirement files that are about tests (``requirements/testing.txt``, ...)."""
+    args: list[str] = []
+    candidates = [*root.glob("*requirements*.txt"), *root.glob("requirements/*.txt")]
+    for path in sorted(set(candidates)):
+        name = path.name.lower()
+        if "test" in name and path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if "-e " not in text and "git+" not in text:
+                args += ["-r", str(path)]
+    groups = _pyproject(root).get("dependency-groups") or {}  # PEP 735 (pip reads them only from 25.1)
+    for key in _TEST_EXTRAS:
+        args += [r for r in groups.get(key, []) if isinstance(r, str)]
+    return args

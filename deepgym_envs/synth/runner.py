@@ -1,0 +1,102 @@
+"""Run a project's test suite on a modified copy, in a sandbox, and read per-test outcomes.
+
+Mutated code is untrusted (an inverted loop condition spins forever, a dropped statement may
+delete files), so every run happens in the same sandbox agents get, with a timeout, through the
+same runner and report plugin grading uses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deepgym_envs.grading import run_pytest
+from deepgym_envs.pyenv import PythonEnv, sandbox_options_for
+from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
+
+
+@dataclass
+class SuiteRun:
+    """One run of the suite: outcome per test id, and how the run itself went."""
+
+    tests: dict[str, str] = field(default_factory=dict)
+    exit_code: int = 0
+    timed_out: bool = False
+    duration: float = 0.0
+    output: str = ""
+    reported: bool = True
+    """False when pytest died before writing its report."""
+
+    @property
+    def passed(self) -> set[str]:
+        return {t for t, outcome in self.tests.items() if outcome == "passed"}
+
+
+class SuiteRunner:
+    """A sandbox over the project's clean tree; each run starts from that tree plus given edits."""
+
+    def __init__(self, tree: Path, env: PythonEnv, *, test_args: list[str], backend: str | None = None,
+                 timeout: float = 300.0) -> None:
+        self.test_args = list(test_args)
+        self.timeout = timeout
+        # Mutants may allocate without bound or fork-bomb: keep the usual caps, a little tighter.
+        limits = SandboxLimits(timeout=timeout, memory_bytes=2 << 30, disk_bytes=512 << 20)
+        self._sb: Sandbox = make_sandbox(tree, backend, limits, **sandbox_options_for(env))
+        self._dirty = False
+
+    def __enter__(self) -> "SuiteRunner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._sb.close()
+
+    def run(self, targets: list[str], *, files: dict[str, str] | None = None, removed: list[str] | None = None,
+            extra_args: list[str] | None = None, timeout: float | None = None) -> SuiteRun:
+        """Run pytest on ``targets`` after writing ``files`` and deleting ``removed`` (paths in the repo)."""
+        if self._dirty:
+            self._sb.reset()
+        self._dirty = bool(files or removed)
+        for path, text in (files or {}).items():
+            self._sb.write_file(path, text.encode())
+        for path in removed or []:
+            self._sb.remove(path)
+        report, result = run_pytest(self._sb, [*self.test_args, *(extra_args or []), *targets],
+                                    timeout or self.timeout)
+        tests: dict[str, Any] = (report or {}).get("tests", {}) if isinstance(report, dict) else {}
+        return SuiteRun({str(k): str(v) for k, v in tests.items()}, result.exit_code, result.timed_out,
+                        result.duration, result.output, report is not None)
+
+
+_HEADER = re.compile(r"^_{3,} (.+?) _{3,}$")
+
+
+def failure_messages(output: str) -> dict[str, list[str]]:
+    """The ``E`` lines of each failure in pytest's ``--tb=short`` output, by the header's test name.
+
+    Only ``E`` lines (exception messages and assertion explanations) are kept: the source lines
+    of the traceback would show where the bug is.
+    """
+    out: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in output.splitlines():
+        match = _HEADER.match(line)
+        if match:
+            current = match.group(1).strip()
+            out.setdefault(current, [])
+            continue
+        if line.startswith("=") and current is not None and ("short test summary" in line or "passed" in line
+                                                             or "failed" in line):
+            current = None
+        elif current is not None and line.startswith("E "):
+            out[current].append(line[1:].strip())
+    return out
+
+
+def header_name(test_id: str) -> str:
+    """How pytest titles a test id's failure: ``Class.test[param]`` without the file."""
+    return ".".join(test_id.split("::")[1:])

@@ -1,0 +1,132 @@
+"""Write synthesised tasks: one bare git repository per project, one JSONL file of rows.
+
+Each task's base state is a **parentless** commit in ``repos/NAME-VERSION.git`` (under a branch
+named after the task): the clean project with the bug injected and the FAIL_TO_PASS test files
+removed. Parentless, because the pristine tree keeps the base commit's history, and a parent
+holding the clean code would hand the agent the fix. Commits of one project share their
+unchanged blobs, so a project's hundred tasks cost little more than one copy of it.
+
+How failing tests are hidden: every test file that holds a FAIL_TO_PASS test is absent from the
+base state and comes back, whole, in ``test_patch`` (applied only in the grading view). The agent
+sees the rest of the suite — it can run it, and it still passes — but not the tests that decide
+the task. The gold ``patch`` is the injected edit, reversed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deepgym_envs.synth.fetch import Fetched
+from deepgym_envs.trees import run_git
+
+
+@dataclass(frozen=True)
+class TaskDraft:
+    """A kept candidate, ready to be written."""
+
+    instance_id: str
+    module: str
+    mutated_source: str
+    hidden_files: tuple[str, ...]
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    problem_statement: str
+    kind: str
+    function: str
+
+
+class RepoWriter:
+    """The project's bare repository and its task commits."""
+
+    def __init__(self, out: Path, fetched: Fetched, clean_tree: Path) -> None:
+        self.rel = f"repos/{_safe(fetched.name)}-{_safe(fetched.version)}.git"
+        self.path = out / self.rel
+        if not (self.path / "HEAD").is_file():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            run_git(["init", "-q", "--bare", str(self.path)])
+        # The clean tree's single commit: its tree is what every task starts from.
+        run_git(["fetch", "-q", "--no-tags", str(clean_tree), "HEAD"], cwd=self.path)
+        self.clean = run_git(["rev-parse", "FETCH_HEAD^{tree}"], cwd=self.path).strip()
+        self._modes = {}
+        for line in run_git(["ls-tree", "-r", "-z", self.clean], cwd=self.path).split("\0"):
+            if line:
+                meta, path = line.split("\t", 1)
+                self._modes[path] = meta.split()[0]
+
+    def add(self, draft: TaskDraft) -> tuple[str, str, str]:
+        """Commit the task's base state; return (commit, gold patch, hidden test patch)."""
+        blob = run_git(["hash-object", "-w", "--stdin", "--path", draft.module], cwd=self.path,
+                       input=draft.mutated_source).strip()
+        with tempfile.TemporaryDirectory(prefix="deepgym-synth-index-") as tmp:
+            env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            # A bare repository refuses index commands; an empty work tree that is never read will do.
+            git = ["--git-dir", str(self.path), "--work-tree", tmp]
+            run_git([*git, "read-tree", self.clean], cwd=tmp, env=env)
+            mode = self._modes.get(draft.module, "100644")
+            run_git([*git, "update-index", "--cacheinfo", f"{mode},{blob},{draft.module}"], cwd=tmp, env=env)
+            run_git([*git, "update-index", "--force-remove", "--", *draft.hidden_files], cwd=tmp, env=env)
+            tree = run_git([*git, "write-tree"], cwd=tmp, env=env).strip()
+        commit = run_git(["commit-tree", tree, "-m", f"{draft.instance_id}: base state"], cwd=self.path).strip()
+        run_git(["update-ref", f"refs/heads/{draft.instance_id}", commit], cwd=self.path)
+        gold = run_git(["diff-tree", "-p", "--no-color", "--full-index", tree, self.clean, "--", draft.module],
+                       cwd=self.path)
+        tests = run_git(["diff-tree", "-p", "--no-color", "--full-index", tree, self.clean, "--",
+                         *draft.hidden_files], cwd=self.path)
+        return commit, gold, tests
+
+    def drop(self, instance_id: str) -> None:
+        run_git(["update-ref", "-d", f"refs/heads/{instance_id}"], cwd=self.path, check=False)
+
+    def finish(self) -> None:
+        """Pack what the branches reach; forget the rest (dropped tasks, the clean fetch)."""
+        run_git(["update-ref", "-d", "FETCH_HEAD"], cwd=self.path, check=False)
+        for name in ("FETCH_HEAD",):
+            try:
+                (self.path / name).unlink()
+            except FileNotFoundError:
+                pass
+        run_git(["reflog", "expire", "--expire=now", "--all"], cwd=self.path)
+        run_git(["gc", "-q", "--prune=now"], cwd=self.path)
+
+
+def task_row(draft: TaskDraft, fetched: Fetched, repo_rel: str, commit: str, gold: str, test_patch: str,
+             *, test_cmd: list[str], python_env: dict[str, Any]) -> dict[str, Any]:
+    """The SWE-bench-style row (deepgym fields included)."""
+    changed = sum(1 for line in gold.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---")))
+    return {
+        "instance_id": draft.instance_id,
+        "repo": fetched.repo,
+        "repo_path": repo_rel,
+        "base_commit": commit,
+        "version": fetched.version,
+        "environment_setup_commit": "",
+        "created_at": datetime.date.today().isoformat(),
+        "problem_statement": draft.problem_statement,
+        "hints_text": "",
+        "patch": gold,
+        "test_patch": test_patch,
+        "FAIL_TO_PASS": list(draft.fail_to_pass),
+        "PASS_TO_PASS": list(draft.pass_to_pass),
+        "test_cmd": test_cmd,
+        "python_env": python_env,
+        "difficulty": "easy" if changed <= 2 and len(draft.fail_to_pass) <= 3 else "medium",
+        "synth": {"kind": draft.kind, "function": draft.function, "module": draft.module,
+                  **fetched.provenance()},
+    }
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)

@@ -1,0 +1,135 @@
+"""Task-set tooling: statistics, and train / eval splits by repository.
+
+Splitting by repository (not by task) keeps every task of one project on one side, so an eval
+score measures transfer to unseen code rather than memory of a sibling bug in the same module.
+
+>>> from deepgym_envs.tasks import load_tasks
+>>> stats = taskset_stats(load_tasks("builtin"))
+>>> stats.tasks, len(stats.repos)
+(36, 6)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deepgym_envs.errors import DeepgymError
+from deepgym_envs.tasks import Task
+
+
+@dataclass(frozen=True)
+class RepoStats:
+    repo: str
+    tasks: int
+    f2p_mean: float
+    lines_changed_mean: float
+    files_touched_mean: float
+
+
+@dataclass(frozen=True)
+class TasksetStats:
+    tasks: int
+    repos: list[RepoStats]
+    lines_changed: dict[str, float]
+    """min / median / mean / max lines the gold patches change (a difficulty proxy)."""
+    files_touched: dict[str, float]
+    f2p: dict[str, float]
+    p2p: dict[str, float]
+    difficulty: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"tasks": self.tasks, "repos": [vars(r) for r in self.repos], "lines_changed": self.lines_changed,
+                "files_touched": self.files_touched, "f2p": self.f2p, "p2p": self.p2p, "difficulty": self.difficulty}
+
+
+def lines_changed(patch: str) -> int:
+    """Added plus removed lines of a unified diff (headers excluded)."""
+    return sum(1 for line in patch.splitlines()
+               if line[:1] in "+-" and not line.startswith(("+++ ", "--- ")))
+
+
+def repo_of(task: Task) -> str:
+    return task.repo or task.repo_path or "(none)"
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"min": 0, "median": 0, "mean": 0, "max": 0}
+    return {"min": min(values), "median": statistics.median(values), "mean": round(statistics.fmean(values), 2),
+            "max": max(values)}
+
+
+def taskset_stats(tasks: list[Task]) -> TasksetStats:
+    by_repo: dict[str, list[Task]] = {}
+    for t in tasks:
+        by_repo.setdefault(repo_of(t), []).append(t)
+    repos = [RepoStats(repo, len(ts), round(statistics.fmean(len(t.FAIL_TO_PASS) for t in ts), 2),
+                       round(statistics.fmean(lines_changed(t.patch) for t in ts), 2),
+                       round(statistics.fmean(len(t.gold_files) for t in ts), 2))
+             for repo, ts in sorted(by_repo.items())]
+    difficulty: dict[str, int] = {}
+    for t in tasks:
+        difficulty[t.difficulty or "-"] = difficulty.get(t.difficulty or "-", 0) + 1
+    return TasksetStats(len(tasks), repos, _summary([lines_changed(t.patch) for t in tasks]),
+                        _summary([len(t.gold_files) for t in tasks]),
+                        _summary([len(t.FAIL_TO_PASS) for t in tasks]), _summary([len(t.PASS_TO_PASS) for t in tasks]),
+                        dict(sorted(difficulty.items())))
+
+
+@dataclass(frozen=True)
+class Split:
+    train: list[Task]
+    eval: list[Task]
+    eval_repos: list[str]
+
+
+def split_by_repo(tasks: list[Task], eval_frac: float = 0.2, seed: int = 0) -> Split:
+    """Whole repositories go to eval until it holds about ``eval_frac`` of the tasks.
+
+    Deterministic for a seed: repositories are shuffled by a seeded generator over their sorted
+    names, then taken in that order while the eval side stays closest to the target; at least one
+    repository lands on each side when there are two or more.
+    """
+    if not 0 < eval_frac < 1:
+        raise DeepgymError(f"--eval-frac must be between 0 and 1, got {eval_frac}")
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[repo_of(t)] = counts.get(repo_of(t), 0) + 1
+    repos = sorted(counts)
+    if len(repos) < 2:
+        raise DeepgymError(f"a split by repository needs at least two repositories; this set has {len(repos)}")
+    random.Random(seed).shuffle(repos)
+    target = eval_frac * len(tasks)
+    chosen: list[str] = []
+    total = 0
+    for repo in repos:
+        if len(chosen) == len(repos) - 1:
+            break
+        if not chosen or abs(total + counts[repo] - target) < abs(total - target):
+            chosen.append(repo)
+            total += counts[repo]
+    eval_set = set(chosen)
+    return Split([t for t in tasks if repo_of(t) not in eval_set], [t for t in tasks if repo_of(t) in eval_set],
+                 sorted(eval_set))
+
+
+def write_split(split: Split, out: Path, tasks_root: Path | None = None) -> tuple[Path, Path]:
+    """``out/train.jsonl`` and ``out/eval.jsonl``; local ``repo_path``s are rewritten relative to ``out``."""
+    import os
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, items in (("train", split.train), ("eval", split.eval)):
+        path = out / f"{name}.jsonl"
+        with path.open("w", encoding="utf-8") as fh:
+            for t in items:
+                row = t.to_dict()
+                if t.repo_path:
+                    row["repo_path"] = os.path.relpath(t.repo_path, out.resolve())
+                fh.write(json.dumps(row) + "\n")
+        paths.append(path)
+    return paths[0], paths[1]

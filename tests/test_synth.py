@@ -1,0 +1,201 @@
+"""Task synthesis end to end, offline: a tiny library in a local git repository becomes validated tasks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from deepgym_envs.grading import grade
+from deepgym_envs.synth import SourceSpec, SynthConfig, synthesize, synthesize_all
+from deepgym_envs.tasks import load_tasks
+from deepgym_envs.trees import git_env, pristine_tree
+from tests.conftest import requires_namespace
+
+LIB = {
+    "pyproject.toml": '[project]\nname = "tinylib"\nversion = "1.0"\n\n[tool.pytest.ini_options]\n'
+                      'addopts = "--cov=tinylib"\n',  # a plugin the grader does not load: must be neutralised
+    "src/tinylib/__init__.py": "from tinylib.ops import clamp, mean, first_positive\n",
+    "src/tinylib/ops.py": (
+        "def clamp(x, lo, hi):\n"
+        "    if x < lo:\n"
+        "        return lo\n"
+        "    if x > hi:\n"
+        "        return hi\n"
+        "    return x\n\n\n"
+        "def mean(values):\n"
+        "    if not values:\n"
+        "        raise ValueError('mean of nothing')\n"
+        "    return sum(values) / len(values)\n\n\n"
+        "def first_positive(values):\n"
+        "    for v in values:\n"
+        "        if v > 0 and v is not None:\n"
+        "            return v\n"
+        "    return None\n"),
+    "tests/test_clamp.py": (
+        "from tinylib import clamp\n\n\n"
+        "def test_clamp_inside():\n    assert clamp(5, 0, 10) == 5\n\n\n"
+        "def test_clamp_below():\n    assert clamp(-3, 0, 10) == 0\n\n\n"
+        "def test_clamp_above():\n    assert clamp(50, 0, 10) == 10\n"),
+    "tests/test_stats.py": (
+        "import pytest\n\nfrom tinylib import first_positive, mean\n\n\n"
+        "def test_mean():\n    assert mean([1, 2, 3, 6]) == 3\n\n\n"
+        "def test_mean_empty():\n    with pytest.raises(ValueError):\n        mean([])\n\n\n"
+        "def test_first_positive():\n    assert first_positive([-1, 0, 4, 5]) == 4\n"),
+}
+
+
+def _git_repo(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=root, check=True, env=git_env())
+    return root
+
+
+CONFIG = SynthConfig(max_candidates=6, max_combined=1, workers=1, seed=3, use_host_python=True, show_progress=False)
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_synthesis_from_a_local_git_repository_makes_validated_tasks(tmp_path):
+    repo = _git_repo(tmp_path / "tinylib", LIB)
+    out = tmp_path / "out"
+    report = synthesize(SourceSpec.parse(f"git:{repo}"), out, CONFIG)
+
+    assert report.ok, report.reason
+    assert report.reliable_tests == 6
+    assert report.written >= 2
+    assert report.tried == report.kept + sum(report.rejected.values()) - report.rejected["failed validation"]
+    assert report.rejected["failed validation"] == 0
+    tasks = load_tasks(out)
+    assert len(tasks) == report.written
+    for task in tasks:
+        assert task.repo == "git/tinylib" and task.base_commit and task.python_env["pythonpath"] == ["src"]
+        assert task.gold_files == ["src/tinylib/ops.py"]
+        tree = pristine_tree(task)
+        hidden = task.hidden_test_files
+        # The tests that decide the task are not in the agent's repository; the rest are.
+        assert hidden and all(not (tree / path).exists() for path in hidden)
+        assert all(path.split("::")[0] in hidden for path in task.FAIL_TO_PASS)
+        # No history holds the fix: the base commit has no parent.
+        parents = subprocess.run(["git", "rev-list", "--parents", "-n1", "HEAD"], cwd=tree, capture_output=True,
+                                 text=True, check=True).stdout.split()
+        assert parents == [task.base_commit]
+        # The issue never quotes the line the fix changes.
+        removed = [line[1:].strip() for line in task.patch.splitlines()
+                   if line.startswith("-") and not line.startswith("---")]
+        assert removed and not any(line in task.problem_statement for line in removed if len(line) > 3)
+    # Grading agrees with validation: the gold patch resolves a task, doing nothing does not.
+    task = tasks[0]
+    assert grade(task, task.patch).status == "resolved"
+    assert grade(task, "").status == "unresolved"
+    # The environment is recorded next to the tasks (here: deepgym's own interpreter).
+    assert [p.name for p in (out / "envs").iterdir()] == [f"tinylib-{task.version}.txt"]
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_a_project_without_tests_is_reported_and_the_run_goes_on(tmp_path):
+    bare = _git_repo(tmp_path / "notests", {"src/notests/__init__.py": "def f(x):\n    return x + 1\n"})
+    good = _git_repo(tmp_path / "tinylib", LIB)
+    reports = synthesize_all([SourceSpec.parse(f"git:{bare}"), SourceSpec.parse(f"git:{tmp_path}/missing"),
+                              SourceSpec.parse(f"git:{good}")], tmp_path / "out",
+                             SynthConfig(max_candidates=3, max_combined=0, workers=1, use_host_python=True,
+                                         validate=False, show_progress=False))
+    assert [r.ok for r in reports] == [False, False, True]
+    assert "no tests shipped" in reports[0].reason
+    assert "cannot clone" in reports[1].reason
+
+
+def test_source_specs_parse_and_reject_nonsense():
+    spec = SourceSpec.parse("pypi:cachetools==5.3.3")
+    assert (spec.kind, spec.name, spec.version) == ("pypi", "cachetools", "5.3.3")
+    spec = SourceSpec.parse("git:/some/where/lib.git@v1.2")
+    assert (spec.kind, spec.name, spec.version, spec.location) == ("git", "lib", "v1.2", "/some/where/lib.git")
+    from deepgym_envs.errors import DeepgymError
+
+    with pytest.raises(DeepgymError, match="expected pypi"):
+        SourceSpec.parse("cachetools")
+
+
+def test_the_cli_reports_failures_per_source(tmp_path, capsys):
+    from deepgym_envs.cli import main
+
+    bare = _git_repo(tmp_path / "notests", {"notests.py": "def f(x):\n    return x + 1\n"})
+    code = main(["tasks", "synth", "--from", f"git:{bare}", "--out", str(tmp_path / "out"), "--host-python"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "no tests shipped" in out
+    summary = json.loads((tmp_path / "out" / "synth-summary.json").read_text())
+    assert summary["tasks"] == 0 and summary["sources"][0]["reason"].startswith("no tests shipped")
+
+
+def test_llm_rewrite_through_a_local_openai_compatible_server():
+    import http.server
+    import threading
+
+    from deepgym_envs.audit.llm import OpenAIChatClient
+    from deepgym_envs.synth.rewrite import rewrite_statement
+
+    answers: list[str] = []
+    seen: list[dict] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the http.server API
+            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            body = json.dumps({"choices": [{"message": {"role": "assistant", "content": answers.pop(0)}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = OpenAIChatClient(f"http://127.0.0.1:{server.server_port}/v1", "fake", api_key="", max_retries=0)
+        template = "tinylib: clamp is broken\n\n```python\nassert clamp(50, 0, 10) == 10\n```\n\nActual: 50\n"
+        fix = "--- a/ops.py\n+++ b/ops.py\n@@ -1 +1 @@\n-    if x >= hi:\n+    if x > hi:\n"
+        good = "clamp ignores the upper bound\n\n```python\nassert clamp(50, 0, 10) == 10\n```\nI get 50."
+        answers += [good, good.replace("I get 50.", "The line `if x >= hi:` is wrong."), "No code here."]
+        assert rewrite_statement(client, template, fix) == good + "\n"
+        assert rewrite_statement(client, template, fix) == template  # it quoted the fix: kept the template
+        assert rewrite_statement(client, template, fix) == template  # it lost the reproduction
+        assert seen[0]["model"] == "fake" and seen[0]["messages"][1]["content"] == template
+        assert "if x" not in json.dumps(seen)  # the model never sees the patch
+    finally:
+        server.shutdown()
+
+
+def test_the_issue_shows_the_failing_check_and_which_value_is_wrong():
+    from deepgym_envs.synth.runner import failure_messages, header_name
+    from deepgym_envs.synth.statement import Observation, test_source, write_statement
+
+    test_file = ("import tinylib\n\n\nclass Checks:\n    def test_clamp_above(self):\n"
+                 "        assert 10 == tinylib.clamp(50, 0, 10)\n\n\nclass TestClamp(Checks):\n    pass\n")
+    output = ("=================================== FAILURES ===================================\n"
+              "__________________________ TestClamp.test_clamp_above __________________________\n"
+              "tests/test_clamp.py:6: in test_clamp_above\n"
+              "    assert 10 == tinylib.clamp(50, 0, 10)\n"
+              "src/tinylib/ops.py:4: in clamp\n"
+              "    if x >= hi:\n"
+              "E   assert 10 == 50\n"
+              "E    +  where 50 = <function clamp at 0x7f3a2b>(50, 0, 10)\n"
+              "=========================== short test summary info ============================\n")
+    test_id = "tests/test_clamp.py::TestClamp::test_clamp_above"
+    messages = failure_messages(output)
+    assert messages[header_name(test_id)] == ["assert 10 == 50", "+  where 50 = <function clamp at 0x7f3a2b>(50, 0, 10)"]
+    source = test_source(test_file, test_id)  # inherited from the mixin
+    assert source.startswith("def test_clamp_above(self):")
+    text = write_statement("tinylib", "1.0", [Observation(test_id, source, messages[header_name(test_id)])], 3)
+    assert "clamp above is broken" in text.splitlines()[0]
+    assert "Expected: `10`, but `50` comes back." in text  # the call is on the right: 50 is the actual value
+    assert "2 other check(s)" in text
+    assert "x >= hi" not in text and "ops.py" not in text and "0x7f3a2b" not in text
