@@ -448,32 +448,13 @@ def run_process(argv: list[str], timeout: float, limits: SandboxLimits, *, preex
         except BrokenPipeError:
             pass
     cap = limits.output_bytes or (1 << 62)
-    bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-    caps = {proc.stdout: cap, proc.stderr: cap}
+    fds = [proc.stdout.fileno(), proc.stderr.fileno()]  # type: ignore[union-attr]
+    caps = [cap, cap]
     if report_file is not None:
-        bufs[report_file] = bytearray()
-        caps[report_file] = 256 << 20
-    truncated = timed_out = False
-    sel = selectors.DefaultSelector()
-    for stream in bufs:
-        sel.register(stream, selectors.EVENT_READ)
+        fds.append(report_file.fileno())
+        caps.append(256 << 20)
     deadline = start + timeout if timeout else None
-    while sel.get_map():
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            timed_out = True
-            break
-        for key, _ in sel.select(remaining):
-            chunk = os.read(key.fd, 65536)
-            if not chunk:
-                sel.unregister(key.fileobj)
-                continue
-            buf = bufs[key.fileobj]
-            room = caps[key.fileobj] - len(buf)
-            if room > 0:
-                buf += chunk[:room]
-            if len(chunk) > room and key.fileobj is not report_file:
-                truncated = True
+    texts, truncated, timed_out = drain_pipes(fds, caps, deadline, report=report_file is not None, close=False)
     if timed_out:
         _kill_group(proc)
     try:
@@ -482,12 +463,62 @@ def run_process(argv: list[str], timeout: float, limits: SandboxLimits, *, preex
         _kill_group(proc)
         code = proc.wait()
     _kill_group(proc)  # anything the command left in its group (daemons in a pid ns are gone with it)
-    sel.close()
-    for stream in bufs:
-        stream.close()
-    out, err = (bufs[s].decode("utf-8", "replace") for s in (proc.stdout, proc.stderr))
-    report = bufs[report_file].decode("utf-8", "replace") if report_file is not None else None
+    for stream in (proc.stdout, proc.stderr, report_file):
+        if stream is not None:
+            stream.close()
+    out, err = texts[0], texts[1]
+    report = texts[2] if report_file is not None else None
     return ExecResult(code, out, err, timed_out, time.monotonic() - start, truncated, report)
+
+
+def drain_pipes(fds: list[int], caps: list[int], deadline: float | None, *, report: bool = False,
+                close: bool = True) -> tuple[list[str], bool, bool]:
+    """Read every pipe to EOF (or the deadline), keeping ``caps[i]`` bytes of pipe i.
+
+    Returns (texts, truncated, timed_out). With ``report``, the last pipe is a report channel:
+    its overflow is dropped without marking the command's output truncated.
+    """
+    bufs = {fd: bytearray() for fd in fds}
+    cap_of = dict(zip(fds, caps))
+    quiet = fds[-1] if report else None
+    truncated = timed_out = False
+    with selectors.DefaultSelector() as sel:
+        for fd in fds:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(remaining):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                buf = bufs[key.fd]
+                room = cap_of[key.fd] - len(buf)
+                if room > 0:
+                    buf += chunk[:room]
+                if len(chunk) > room and key.fd != quiet:
+                    truncated = True
+    if close:
+        for fd in fds:
+            os.close(fd)
+    return [bufs[fd].decode("utf-8", "replace") for fd in fds], truncated, timed_out
+
+
+def remove_tree(path: str) -> None:
+    """Remove a sandbox's temp dir, retrying briefly: a dying process may still hold it for a moment."""
+    import shutil
+
+    for _ in range(3):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

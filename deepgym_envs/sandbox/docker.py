@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import socket
 import threading
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable, ToolError
-from deepgym_envs.sandbox.base import ExecResult, SandboxLimits
+from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, remove_tree
 from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR,
                                                  docker_support_dir)
 from deepgym_envs.sandbox.local import CopiedWorkspace
@@ -305,14 +304,7 @@ class DockerSandbox(CopiedWorkspace):
         stdin, self._stdin = self._stdin, None
         if stdin is not None:
             _close_socket(stdin)
-        for _ in range(3):
-            try:
-                shutil.rmtree(self._tmp)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.05)
+        remove_tree(self._tmp)
 
 
 def _close_socket(sock: Any) -> None:

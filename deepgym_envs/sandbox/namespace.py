@@ -24,11 +24,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
-from deepgym_envs.sandbox.base import ExecResult, HostViewSandbox, SandboxLimits, task_python_env
+from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, remove_tree,
+                                       task_python_env)
 from deepgym_envs.sandbox.cgroup import PidsCgroup
 from deepgym_envs.sandbox.warm import WarmRunner
 
@@ -279,14 +279,7 @@ class NamespaceSandbox(HostViewSandbox):
         if self._cgroup is not None:
             self._cgroup.close()
         # The mount existed only inside the holder's namespace, so this is a plain empty directory.
-        for _ in range(3):
-            try:
-                shutil.rmtree(self._tmp)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.05)
+        remove_tree(self._tmp)
 
 
 def _kill_holder(holder: subprocess.Popen, read_error: bool = False, wait: bool = True) -> str:

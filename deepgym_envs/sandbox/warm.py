@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import selectors
 import signal
 import socket
 import subprocess
@@ -33,7 +32,8 @@ import time
 from typing import TYPE_CHECKING
 
 from deepgym_envs.errors import SandboxError
-from deepgym_envs.sandbox.base import ExecResult, apply_rlimits, command_env, user_process_baseline
+from deepgym_envs.sandbox.base import (ExecResult, apply_rlimits, command_env, drain_pipes,
+                                       user_process_baseline)
 
 if TYPE_CHECKING:
     from deepgym_envs.sandbox.namespace import NamespaceSandbox
@@ -155,8 +155,8 @@ class WarmRunner:
             os.close(w)
         cap = self.sandbox.limits.output_bytes or (1 << 62)
         deadline = start + timeout if timeout else None
-        (out, err, report), truncated, timed_out = _drain([r for r, _ in pipes], [cap, cap, REPORT_CAP],
-                                                          deadline)
+        (out, err, report), truncated, timed_out = drain_pipes([r for r, _ in pipes], [cap, cap, REPORT_CAP],
+                                                               deadline, report=True)
         if timed_out:
             self.stop()  # as a cold timeout kills the whole command tree
             return ExecResult(-signal.SIGKILL, out, err, True, time.monotonic() - start, truncated, report)
@@ -184,31 +184,3 @@ def _recv(ctrl: socket.socket, timeout: float | None) -> object:
         return json.loads(data) if data else None
     except (OSError, ValueError):
         return None
-
-
-def _drain(fds: list[int], caps: list[int], deadline: float | None) -> tuple[list[str], bool, bool]:
-    """Read every pipe to EOF (or the deadline), keeping ``caps[i]`` bytes of pipe i."""
-    bufs = {fd: bytearray() for fd in fds}
-    cap_of = dict(zip(fds, caps))
-    truncated = timed_out = False
-    with selectors.DefaultSelector() as sel:
-        for fd in fds:
-            sel.register(fd, selectors.EVENT_READ)
-        while sel.get_map():
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                timed_out = True
-                break
-            for key, _ in sel.select(remaining):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fd)
-                    continue
-                buf, room = bufs[key.fd], cap_of[key.fd] - len(bufs[key.fd])
-                if room > 0:
-                    buf += chunk[:room]
-                if len(chunk) > room and key.fd != fds[-1]:
-                    truncated = True
-    for fd in fds:
-        os.close(fd)
-    return [bufs[fd].decode("utf-8", "replace") for fd in fds], truncated, timed_out
