@@ -93,6 +93,11 @@ class RepoWriter:
                 pass
         run_git(["reflog", "expire", "--expire=now", "--all"], cwd=self.path)
         run_git(["gc", "-q", "--prune=now"], cwd=self.path)
+        # gc packs every ref, leaving refs/ empty; git does not track empty directories, and a
+        # bare repository without refs/ is not a repository at all once committed and cloned.
+        for keep in ("refs/heads/.gitkeep", "refs/tags/.gitkeep"):
+            (self.path / keep).parent.mkdir(parents=True, exist_ok=True)
+            (self.path / keep).touch()
 
 
 def task_row(draft: TaskDraft, fetched: Fetched, repo_rel: str, commit: str, gold: str, test_patch: str,
