@@ -45,10 +45,12 @@ read -r _ || true  # our stdin is a pipe from the owning process: EOF when it di
 #: renew(): drop the last renewed layer, mount a fresh one over the workspace, empty /tmp.
 _RENEW_SCRIPT = r"""
 set -e
-if [ -n "$4" ]; then umount "$1/merged" || umount -l "$1/merged"; rm -rf "$4"; fi
-mkdir "$2" "$2/upper" "$2/work"
-mount -t overlay overlay -o "lowerdir=$3,upperdir=$2/upper,workdir=$2/work,userxattr" "$1/merged"
-find "$1/tmp" -mindepth 1 -delete
+mnt=$1 layer=$2 lower=$3 old=$4
+shift 4
+if [ -n "$old" ]; then umount "$mnt/merged" || umount -l "$mnt/merged"; rm -rf "$old"; fi
+mkdir "$layer" "$layer/upper" "$layer/work"
+mount -t overlay overlay -o "lowerdir=$lower,upperdir=$layer/upper,workdir=$layer/work,userxattr" "$mnt/merged"
+find "$mnt/tmp" -mindepth 1 -depth "$@" -delete
 """
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 SUPPORT_DIR = "/deepgym"  # where deepgym's own helper files (the pytest report plugin) appear
@@ -232,10 +234,33 @@ class NamespaceSandbox(HostViewSandbox):
         self._check_open()
         layer = f"{self._mnt}/layer-{os.urandom(6).hex()}"
         proc = subprocess.run([*self._enter(), "sh", "-c", _RENEW_SCRIPT, "deepgym-renew", self._mnt, layer,
-                               self._lower, self._layer or ""], capture_output=True, text=True, timeout=60)
+                               self._lower, self._layer or "", *self._tmp_mount_points()],
+                              capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
             raise SandboxError(f"could not renew the sandbox's workspace: {proc.stderr.strip()[:500]}")
         self._layer = layer
+
+    def _tmp_mount_points(self) -> list[str]:
+        """``find`` tests that spare what commands bind under /tmp (a Python installed there).
+
+        Emptying /tmp must not remove those mount points: unlinking a directory that is a mount
+        point in another namespace detaches that mount there (Linux >= 3.18), and a warm server
+        would lose the interpreter it has not finished importing from.
+        """
+        binds = _system_binds()
+        targets = [binds[i + 2] for i, a in enumerate(binds) if a == "--ro-bind"]
+        if self._python_prefix:
+            targets.append(self._python_prefix)
+        tests: list[str] = []
+        for target in targets:
+            if not target.startswith("/tmp/"):
+                continue
+            inside = f"{self._mnt}/tmp{target[len('/tmp'):]}"
+            tests += ["!", "-path", f"{inside}/*"]
+            while inside != f"{self._mnt}/tmp":
+                tests += ["!", "-path", inside]
+                inside = os.path.dirname(inside)
+        return tests
 
     def reset(self) -> None:
         """A fresh holder over the same pristine tree: the old upper layer vanishes with its tmpfs.
