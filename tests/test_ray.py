@@ -17,6 +17,7 @@ import gymnasium as gym
 import pytest
 
 from agents.baselines import OracleAgent
+from conftest import _parent as _ppid
 from conftest import processes_named, requires_namespace, toy_row, write_toy_repo
 from deepgym_envs import DeepgymError, InfrastructureError, UnknownTaskError, grade, run_batch
 from deepgym_envs._ray import INSTALL_HINT, localise, pack_repos
@@ -77,14 +78,6 @@ def sandbox_leftovers(pids: list[int]) -> dict[str, int]:
     return {"holders": len(holders),
             "tmpdirs": sum(len(glob.glob(f"/tmp/deepgym-ns-{p}-*")) for p in pids),
             "cgroups": sum(len(glob.glob(f"/sys/fs/cgroup/pids/deepgym-{p}-*")) for p in pids)}
-
-
-def _ppid(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
 
 
 def wait_until_gone(pids: list[int], seconds: float = 60.0) -> list[int]:

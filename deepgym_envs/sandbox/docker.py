@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable, ToolError
-from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, remove_tree
+from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, command_env, remove_tree
 from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR,
                                                  docker_support_dir)
 from deepgym_envs.sandbox.local import CopiedWorkspace
@@ -202,9 +202,7 @@ class DockerSandbox(CopiedWorkspace):
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if not argv:
             raise ToolError("empty command")
-        full_env = {"PATH": self._path, "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-                    "PYTHONUNBUFFERED": "1"}
-        full_env.update(env or {})
+        full_env = command_env({"PATH": self._path, **(env or {})})
         name = secrets.token_hex(16) if report else ""
         if report:
             # A file outside the workspace, named afresh per run, that the wrapper opens as the
