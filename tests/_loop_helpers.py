@@ -1,12 +1,8 @@
-"""Shared pieces of the agent-loop tests: a tiny model, a recording backend, a fake chat server."""
+"""Shared pieces of the agent-loop tests: a tiny model, a recording backend, chat completions."""
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agents.base import tool_call
@@ -43,40 +39,6 @@ class Recording:
 
     def update_weights(self, state_dict: Any) -> None:
         self.llm.update_weights(state_dict)
-
-
-@contextmanager
-def chat_server(respond: Callable[[dict[str, Any], int], tuple[int, dict[str, Any], dict[str, str]]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A local stand-in for an OpenAI-compatible endpoint: ``respond(body, n) -> (status, json, headers)``."""
-    seen: list[dict[str, Any]] = []
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with lock:
-                seen.append(body)
-                n = len(seen)
-            status, payload, headers = respond(body, n)
-            raw = json.dumps(payload).encode()
-            self.send_response(status)
-            for key, value in {"Content-Type": "application/json", **headers}.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/v1", seen
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def completion(message: dict[str, Any], finish: str = "stop", **extra: Any) -> dict[str, Any]:

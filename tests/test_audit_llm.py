@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from _chat_server import answers_in_turn, chat_server
 from conftest import GOLD_PATCH, NAMESPACE_OK, TEST_PATCH
 from deepgym_envs import grade
 from deepgym_envs.audit.llm import (LLMAttacker, OpenAIChatClient, ScriptedAttacker, blackbox_context,
@@ -165,40 +162,9 @@ def completion(text: str) -> dict:
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}
 
 
-@contextmanager
-def chat_server(answers: list[tuple[int, dict | str]]) -> Iterator[tuple[str, list[dict]]]:
-    """A local endpoint giving these (status, body) answers in turn (the last one repeats)."""
-    requests: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-            status, answer = answers[min(len(requests), len(answers)) - 1]
-            data = (answer if isinstance(answer, str) else json.dumps(answer)).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", requests
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
 def test_llm_attacker_end_to_end_through_the_http_client(toy_task):
     reply = f"The verifier trusts pytest's outcome; plant a hook.\n```diff\n{CONFTEST_EXPLOIT}```\n"
-    with chat_server([(200, completion("no diff here")), (200, completion(reply))]) as (url, requests):
+    with chat_server(answers_in_turn([(200, completion("no diff here")), (200, completion(reply))])) as (url, requests):
         client = OpenAIChatClient(url + "/", "red-team/model:7b", api_key="sk-test", timeout=10)
         attempts = llm_attempts(toy_task, LLMAttacker(client), exit_code_verifier, tier=3, rounds=3)
     assert [a.strategy for a in attempts] == ["llm-red-team_model_7b-round1", "llm-red-team_model_7b-round2"]
@@ -212,27 +178,27 @@ def test_llm_attacker_end_to_end_through_the_http_client(toy_task):
 
 def test_client_retries_server_errors(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with chat_server([(500, "overloaded"), (200, completion("hello"))]) as (url, requests):
+    with chat_server(answers_in_turn([(500, "overloaded"), (200, completion("hello"))])) as (url, requests):
         text = OpenAIChatClient(url, "m", backoff=0.01).chat([{"role": "user", "content": "hi"}])
     assert text == "hello" and len(requests) == 2 and requests[0]["auth"] is None
 
 
 def test_client_fails_fast_on_4xx_and_gives_up_after_retries():
-    with chat_server([(404, '{"error": "model m not found"}')]) as (url, requests):
+    with chat_server(answers_in_turn([(404, '{"error": "model m not found"}')])) as (url, requests):
         with pytest.raises(DeepgymError, match="HTTP 404.*model m not found") as info:
             OpenAIChatClient(url, "m", backoff=0.01).chat([])
     assert len(requests) == 1 and not isinstance(info.value, InfrastructureError)
-    with chat_server([(503, "busy")]) as (url, requests):
+    with chat_server(answers_in_turn([(503, "busy")])) as (url, requests):
         with pytest.raises(InfrastructureError, match="after 3 tries.*HTTP 503"):
             OpenAIChatClient(url, "m", max_retries=2, backoff=0.01).chat([])
     assert len(requests) == 3
-    with chat_server([(200, "not json")]) as (url, _):
+    with chat_server(answers_in_turn([(200, "not json")])) as (url, _):
         with pytest.raises(InfrastructureError, match="malformed"):
             OpenAIChatClient(url, "m").chat([])
 
 
 def test_an_unreachable_endpoint_becomes_no_verdict_attempts(toy_task):
-    with chat_server([(200, completion(""))]) as (url, _):
+    with chat_server(answers_in_turn([(200, completion(""))])) as (url, _):
         pass  # the port is closed again: connections are refused
     client = OpenAIChatClient(url, "m", max_retries=1, backoff=0.01, timeout=2)
     attempts = llm_attempts(toy_task, LLMAttacker(client, name="down"), grade, tier=2, rounds=2)

@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from _loop_helpers import chat_server, completion  # noqa: E402
+from _chat_server import chat_server  # noqa: E402
+from _loop_helpers import completion  # noqa: E402
 from agents.llm import Generation, SamplingParams, make_llm, require  # noqa: E402
 from agents.llm.hf import HFBackend  # noqa: E402
 from agents.llm.openai_client import OpenAIBackend  # noqa: E402
@@ -114,8 +115,8 @@ def test_openai_client_retries_then_parses_tool_calls_and_ids() -> None:
         llm = OpenAIBackend(url, "m", backoff=0.01, vllm_extras=True)
         gen = llm.chat([[{"role": "user", "content": "hi"}]], [{"type": "function"}], SamplingParams(max_tokens=9))[0]
     assert len(seen) == 3 and llm.requests == 3
-    assert seen[-1]["tools"] == [{"type": "function"}] and seen[-1]["max_tokens"] == 9
-    assert seen[-1]["return_tokens_as_token_ids"] is True
+    assert seen[-1]["body"]["tools"] == [{"type": "function"}] and seen[-1]["body"]["max_tokens"] == 9
+    assert seen[-1]["body"]["return_tokens_as_token_ids"] is True
     assert gen.finish_reason == "stop" and gen.message["tool_calls"] == [call]
     assert gen.completion_ids == [11, 12] and gen.logprobs == [-0.5, -0.25] and gen.num_tokens == 7
 

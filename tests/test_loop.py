@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from _loop_helpers import FIX_CALLS, FIX_SCRIPT, SANDBOX, Recording, chat_server, completion  # noqa: E402
+from _chat_server import chat_server  # noqa: E402
+from _loop_helpers import FIX_CALLS, FIX_SCRIPT, SANDBOX, Recording, completion  # noqa: E402
 from agents.baselines import parse_unified_diff  # noqa: E402
 from agents.base import tool_call  # noqa: E402
 from agents.evaluate import pass_at_k  # noqa: E402
@@ -127,8 +128,8 @@ def test_openai_backend_through_the_loop_with_a_retry(toy_task: Task) -> None:
         traj = collect(llm, [toy_task.instance_id], env_kwargs=env_kwargs(toy_task), show_progress=False)[0]
     assert traj.resolved and traj.stop_reason == "submitted"
     assert len(seen) == 3  # a 500, then one request per turn
-    assert [t["function"]["name"] for t in seen[-1]["tools"]][-1] == "submit"
-    tool_msg = seen[-1]["messages"][-1]
+    assert [t["function"]["name"] for t in seen[-1]["body"]["tools"]][-1] == "submit"
+    tool_msg = seen[-1]["body"]["messages"][-1]
     assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == "call0"
     assert traj.metadata["ids"] == "absent" and traj.metadata["completion_tokens"] == 14
     assert traj.policy["model"] == "remote-model"

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from _chat_server import chat_server
+
 from deepgym_envs.grading import grade
 from deepgym_envs.synth import SourceSpec, SynthConfig, synthesize, synthesize_all
 from deepgym_envs.tasks import load_tasks
@@ -135,32 +137,16 @@ def test_the_cli_reports_failures_per_source(tmp_path, capsys):
 
 
 def test_llm_rewrite_through_a_local_openai_compatible_server():
-    import http.server
-    import threading
-
     from deepgym_envs.audit.llm import OpenAIChatClient
     from deepgym_envs.synth.rewrite import rewrite_statement
 
     answers: list[str] = []
-    seen: list[dict] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - the http.server API
-            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            body = json.dumps({"choices": [{"message": {"role": "assistant", "content": answers.pop(0)}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def respond(body: dict, n: int) -> tuple[int, dict, dict]:
+        return 200, {"choices": [{"message": {"role": "assistant", "content": answers.pop(0)}}]}, {}
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        client = OpenAIChatClient(f"http://127.0.0.1:{server.server_port}/v1", "fake", api_key="", max_retries=0)
+    with chat_server(respond) as (url, requests):
+        client = OpenAIChatClient(url, "fake", api_key="", max_retries=0)
         template = "tinylib: clamp is broken\n\n```python\nassert clamp(50, 0, 10) == 10\n```\n\nActual: 50\n"
         fix = "--- a/ops.py\n+++ b/ops.py\n@@ -1 +1 @@\n-    if x >= hi:\n+    if x > hi:\n"
         good = "clamp ignores the upper bound\n\n```python\nassert clamp(50, 0, 10) == 10\n```\nI get 50."
@@ -168,10 +154,9 @@ def test_llm_rewrite_through_a_local_openai_compatible_server():
         assert rewrite_statement(client, template, fix) == good + "\n"
         assert rewrite_statement(client, template, fix) == template  # it quoted the fix: kept the template
         assert rewrite_statement(client, template, fix) == template  # it lost the reproduction
-        assert seen[0]["model"] == "fake" and seen[0]["messages"][1]["content"] == template
-        assert "if x" not in json.dumps(seen)  # the model never sees the patch
-    finally:
-        server.shutdown()
+    seen = [r["body"] for r in requests]
+    assert seen[0]["model"] == "fake" and seen[0]["messages"][1]["content"] == template
+    assert "if x" not in json.dumps(seen)  # the model never sees the patch
 
 
 def test_the_issue_shows_the_failing_check_and_which_value_is_wrong():
