@@ -148,9 +148,7 @@ class HostViewSandbox:
     def exec(self, cmd: list[str] | str, timeout: float | None = None, *, env: dict[str, str] | None = None,
              cwd: str | None = None, report: bool = False) -> ExecResult:
         self._check_open()
-        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        if not argv:
-            raise ToolError("empty command")
+        argv = command_argv(cmd)
         full_env = command_env(env)
         inner_cwd = cwd or self.workdir
         baseline = user_process_baseline()  # counted here, in the parent: the child only calls setrlimit
@@ -267,6 +265,14 @@ class HostViewSandbox:
 
     def close(self) -> None:  # pragma: no cover - backends override
         self._closed = True
+
+
+def command_argv(cmd: list[str] | str) -> list[str]:
+    """The argv a sandbox runs: a string goes to ``bash -c``; an empty command is the caller's mistake."""
+    argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+    if not argv:
+        raise ToolError("empty command")
+    return argv
 
 
 def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deepgym_envs.errors import SandboxError, SandboxUnavailable, ToolError
-from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, command_env, remove_tree
+from deepgym_envs.errors import SandboxError, SandboxUnavailable
+from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, command_argv, command_env, remove_tree
 from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR,
                                                  docker_support_dir)
 from deepgym_envs.sandbox.local import CopiedWorkspace
@@ -199,9 +199,7 @@ class DockerSandbox(CopiedWorkspace):
     def exec(self, cmd: list[str] | str, timeout: float | None = None, *, env: dict[str, str] | None = None,
              cwd: str | None = None, report: bool = False) -> ExecResult:
         self._check_open()
-        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        if not argv:
-            raise ToolError("empty command")
+        argv = command_argv(cmd)
         full_env = command_env({"PATH": self._path, **(env or {})})
         name = secrets.token_hex(16) if report else ""
         if report:
