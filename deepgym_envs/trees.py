@@ -12,6 +12,7 @@ concurrent processes building the same tree is safe.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import shutil
@@ -31,7 +32,6 @@ _GIT_ENV = {
     "GIT_COMMITTER_NAME": "deepgym", "GIT_COMMITTER_EMAIL": "deepgym@localhost",
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
 }
-_IGNORED_WHEN_COPYING = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache", ".benchmarks")
 
 
 def cache_root() -> Path:
@@ -83,24 +83,99 @@ def _build(src: Path, base_commit: str, reverse_patch: str, out: Path, instance_
     if not src.is_dir():
         raise TaskFormatError(str(src), None, "repo_path", f"task {instance_id}: not a directory")
     if base_commit:
-        # A real git repository at a given commit: clone it, then drop every ref so that the
-        # fix's future history cannot be reached from the agent's view.
-        repo = git.Repo.clone_from(str(src), str(out), no_checkout=True)
-        repo.git.checkout("--detach", base_commit)
-        for ref in repo.refs:
-            repo.git.update_ref("-d", ref.path)
-        repo.git.reflog("expire", "--expire=now", "--all")
-        repo.git.gc("--prune=now", "--quiet")
+        _build_from_commit(src, base_commit, out, instance_id)
         return
-    shutil.copytree(src, out, ignore=_IGNORED_WHEN_COPYING, symlinks=True)
-    repo = git.Repo.init(str(out), initial_branch="main")
+    shutil.copytree(src, out, ignore=_ignored_when_copying(src), symlinks=True)
+    _init(out)
     if reverse_patch:
-        _git_apply(repo, reverse_patch, reverse=True, what=f"task {instance_id}: gold patch")
-    repo.git.add("-A")
-    repo.git.commit("-q", "-m", "base", "--no-gpg-sign", env=_GIT_ENV)
+        _git_apply(git.Repo(str(out)), reverse_patch, reverse=True, what=f"task {instance_id}: gold patch")
+    # -f: a file the project's .gitignore names (a generated version.py) may be one its tests
+    # import; the artefacts that must not be committed were never copied.
+    run_git(["add", "-A", "-f"], cwd=out)
+    run_git(["commit", "-q", "-m", "base", "--no-gpg-sign", "--allow-empty"], cwd=out)
+    seal_object_store(out)
+
+
+def _build_from_commit(src: Path, base_commit: str, out: Path, instance_id: str) -> None:
+    """A fresh repository holding the base commit and what it reaches, nothing else.
+
+    Never a clone: a clone inherits the source's object store (a partial clone's promisor packs
+    hold the upstream fix, gc keeps them), its refs, tags, alternates and replace refs. A fetch of
+    one commit into an empty repository receives exactly the objects that commit reaches, whatever
+    state the source is in. History before the base is kept (same commit id as the row's
+    ``base_commit``, ``git log`` works as in the real project); it cannot hold a later fix.
+    """
+    # Another user's repository (root building it) is fine to read; its replace refs are not followed.
+    safe = ["-c", "safe.directory=*", "--no-replace-objects"]
+    try:
+        sha = run_git([*safe, "rev-parse", "--verify", "--end-of-options", f"{base_commit}^{{commit}}"],
+                      cwd=src).strip()
+    except InfrastructureError:
+        raise TaskFormatError(str(src), None, "base_commit",
+                              f"task {instance_id}: {base_commit!r} is not a commit of {src}") from None
+    out.mkdir(parents=True)
+    _init(out)
+    # Wanting a commit no ref points at (a base behind the tips) needs the source's permission.
+    upload_pack = "git -c safe.directory=* -c uploadpack.allowAnySHA1InWant=true upload-pack"
+    # --update-shallow: a shallow source gives a shallow tree (its .git/shallow names the cut).
+    run_git([*safe, "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--update-shallow",
+             "--upload-pack", upload_pack, str(src.resolve()), sha], cwd=out)
+    run_git(["update-ref", "--no-deref", "HEAD", sha], cwd=out)
+    run_git(["reset", "-q", "--hard", "HEAD"], cwd=out)
+    seal_object_store(out)
+
+
+def _init(out: Path) -> None:
+    # No template: no sample hooks, no description; the config is git's defaults, no remote.
+    run_git(["init", "-q", "--template=", "--initial-branch=main", str(out)])
+
+
+def seal_object_store(tree: Path) -> None:
+    """Leave in ``tree/.git`` only what HEAD reaches: one pack, no reflogs, no stray refs or objects.
+
+    The agent's view copies this ``.git``; anything unreachable here (an earlier attempt's
+    objects, an upstream fix) would be readable with ``git cat-file --batch-all-objects``.
+    """
+    gitdir = tree / ".git"
+    branch = run_git(["symbolic-ref", "-q", "HEAD"], cwd=tree, check=False).strip()
+    for ref in run_git(["for-each-ref", "--format=%(refname)"], cwd=tree).split():
+        if ref != branch:
+            run_git(["update-ref", "-d", ref], cwd=tree)
+    shutil.rmtree(gitdir / "logs", ignore_errors=True)
+    for name in ("FETCH_HEAD", "ORIG_HEAD"):
+        (gitdir / name).unlink(missing_ok=True)
     # One pack instead of a loose object per file: the agent's .git copy is then cheap to restore.
-    repo.git.repack("-a", "-d", "-q")
-    repo.git.prune_packed()
+    run_git(["repack", "-a", "-d", "-q"], cwd=tree)
+    run_git(["prune", "--expire=now"], cwd=tree)
+    run_git(["prune-packed"], cwd=tree)
+
+
+#: Build products and caches: never part of a base state built from a directory. Anywhere in the
+#: tree, and (second set) only at its top, where a ``build/`` is setuptools' and not a subpackage.
+ARTEFACTS = (".git", "__pycache__", "*.pyc", "*.pyo", "*.egg-info", ".pytest_cache", ".benchmarks",
+             ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox")
+TOP_LEVEL_ARTEFACTS = ("build", "dist", ".eggs")
+
+
+def is_artefact(rel: str) -> bool:
+    """Whether a path relative to a project's root is (inside) a build artefact."""
+    parts = [p for p in rel.split("/") if p]
+    if parts and parts[0] in TOP_LEVEL_ARTEFACTS:
+        return True
+    return any(fnmatch.fnmatch(p, pattern) for p in parts for pattern in ARTEFACTS)
+
+
+def _ignored_when_copying(root: Path):
+    root = root.resolve()
+    anywhere = shutil.ignore_patterns(*ARTEFACTS)
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        dropped = set(anywhere(directory, names))
+        if Path(directory).resolve() == root:
+            dropped |= {n for n in names if n in TOP_LEVEL_ARTEFACTS}
+        return dropped
+
+    return ignore
 
 
 def _git_apply(repo: git.Repo, diff: str, *, reverse: bool, what: str) -> None:
@@ -120,8 +195,13 @@ def tree_fingerprint(task: Task) -> str:
     return _fingerprint(task)
 
 
+#: Bumped whenever the way trees are built changes, so that trees built the old way (which could
+#: hold an upstream fix in a partial clone's pack, or build artefacts) are never reused.
+_BUILD_VERSION = "2"
+
+
 def _fingerprint(task: Task) -> str:
-    h = hashlib.sha256()
+    h = hashlib.sha256(_BUILD_VERSION.encode() + b"\0")
     for part in (task.repo_path, task.base_commit, task.patch if task.gold_reverse_base else ""):
         h.update(part.encode() + b"\0")
     if task.repo_path and not task.base_commit:
@@ -134,8 +214,11 @@ def _dir_fingerprint(path: str) -> str:
     """Path, size and mtime of every file: cheap, and changes whenever the source does."""
     h = hashlib.sha256()
     for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__", ".pytest_cache", ".benchmarks"))
+        rel = os.path.relpath(root, path)
+        dirs[:] = sorted(d for d in dirs if not is_artefact(os.path.join(rel, d)))
         for name in sorted(files):
+            if is_artefact(os.path.join(rel, name)):
+                continue
             st = os.lstat(os.path.join(root, name))
             h.update(f"{os.path.relpath(os.path.join(root, name), path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
@@ -149,6 +232,9 @@ def git_env() -> dict[str, str]:
     """Environment for host-side git commands: fixed identity, no user configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(_GIT_ENV, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0")
+    # Run as root, pristine trees belong to the sandbox uid (sandbox.identity): git's check against
+    # repositories owned by someone else would refuse our own. Sandboxed code never reaches them.
+    env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
     return env
 
 

@@ -166,11 +166,10 @@ def _commit_all(tree: Path) -> None:
     """Replace the image's history with one commit of exactly what the image holds."""
     import git
 
-    from deepgym_envs.trees import _GIT_ENV
+    from deepgym_envs.trees import _GIT_ENV, seal_object_store
 
     shutil.rmtree(tree / ".git", ignore_errors=True)
     repo = git.Repo.init(str(tree), initial_branch="main")
     repo.git.add("-A", "-f")
     repo.git.commit("-q", "-m", "base", "--no-gpg-sign", "--allow-empty", env=_GIT_ENV)
-    repo.git.repack("-a", "-d", "-q")
-    repo.git.prune_packed()
+    seal_object_store(tree)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,12 +111,17 @@ def build_env(fetched: Fetched, layout: Layout, *, use_host: bool = False) -> Py
     try:
         create_venv(scratch)
         extras = _test_extras(fetched.root)
-        target = str(fetched.root) + (f"[{','.join(extras)}]" if extras else "")
-        args = [target, *_test_requirement_args(fetched.root)]
-        try:
-            pip_install(scratch, args)
-        except InfrastructureError as exc:
-            raise SynthError(f"build failed: {str(exc)[-400:]}") from None
+        # Built from a copy: an in-tree build leaves build/lib (the unbroken package) and egg-info
+        # in the source, which would otherwise end up in every task's base state.
+        with tempfile.TemporaryDirectory(prefix="deepgym-synth-build-") as tmp:
+            build_src = Path(tmp) / fetched.root.name
+            shutil.copytree(fetched.root, build_src, symlinks=True)
+            target = str(build_src) + (f"[{','.join(extras)}]" if extras else "")
+            args = [target, *_test_requirement_args(fetched.root)]
+            try:
+                pip_install(scratch, args)
+            except InfrastructureError as exc:
+                raise SynthError(f"build failed: {str(exc)[-400:]}") from None
         pip_install(scratch, ["pytest"])  # a no-op when the extras already brought one
         _uninstall(scratch, fetched.name)
         requirements = tuple(pip_freeze(scratch))

@@ -51,7 +51,9 @@ class RepoWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             run_git(["init", "-q", "--bare", str(self.path)])
         # The clean tree's single commit: its tree is what every task starts from.
-        run_git(["fetch", "-q", "--no-tags", str(clean_tree), "HEAD"], cwd=self.path)
+        # The clean tree is a pristine tree, owned by the sandbox's uid when we run as root.
+        run_git(["-c", "safe.directory=*", "fetch", "-q", "--no-tags", "--upload-pack",
+                 "git -c safe.directory=* upload-pack", str(clean_tree), "HEAD"], cwd=self.path)
         self.clean = run_git(["rev-parse", "FETCH_HEAD^{tree}"], cwd=self.path).strip()
         self._modes = {}
         for line in run_git(["ls-tree", "-r", "-z", self.clean], cwd=self.path).split("\0"):
