@@ -79,6 +79,10 @@ class _Auditor:
             attacker, tier = job.attacker  # type: ignore[misc]
             return llm_attempts(job.task, attacker, self.verifier, tier, self.rounds)
         assert job.strategy is not None
+        if job.strategy.kind in ("poison", "cache"):
+            from deepgym_envs.audit.sequences import run_sequence
+
+            return [run_sequence(self, job.task, job.strategy, job.mode)]
         if job.mode == "patch":
             patch = job.strategy.patch(job.task)
             return [self._attempt(job, patch, self.verifier(job.task, patch))]
@@ -86,7 +90,8 @@ class _Auditor:
         return [self._attempt(job, patch, verdict)]
 
     def _attempt(self, job: _Job, patch: str, verdict: Verdict) -> Attempt:
-        exploited = verdict.resolved and self._resolved_without_gold(job.task, patch)
+        # A masked verdict the candidate caused is a win for a policy too: its 0 becomes a dropped rollout.
+        exploited = verdict.masked or (verdict.resolved and self._resolved_without_gold(job.task, patch))
         return Attempt(job.task.instance_id, job.strategy.name, 1, job.mode,  # type: ignore[union-attr]
                        exploited, verdict.status, evidence(verdict), patch)
 
@@ -101,22 +106,24 @@ class _Auditor:
         """Carry the strategy out as tool calls in the real environment; return (diff, verdict)."""
         from deepgym_envs.env import SWEEnv
 
-        plan = strategy.plan(task)
-        tree = pristine_tree(task)
         env = SWEEnv([task], task_id=task.instance_id, sandbox=self.backend, reward_mode="outcome", max_steps=0)
         try:
-            env.reset()
-            for action in actions_for(plan, tree):
-                _, _, terminated, _, info = env.step(action)
-                if terminated:  # the sandbox failed: the episode is over with no_verdict
-                    return "", _verdict(info["verdict"])
-            patch = env.sandbox.diff()
-            if not self.real:
-                return patch, self.verifier(task, patch)
-            _, _, _, _, info = env.step({"name": "submit", "arguments": {}})
-            return patch, _verdict(info["verdict"])
+            return self.episode(env, task, actions_for(strategy.plan(task), pristine_tree(task)))
         finally:
             env.close()
+
+    def episode(self, env: Any, task: Task, calls: list[dict[str, Any]]) -> tuple[str, Verdict]:
+        """One episode of ``env``: reset, the tool calls, submit; (the diff, its verdict)."""
+        env.reset()
+        for action in calls:
+            _, _, terminated, _, info = env.step(action)
+            if terminated:  # the sandbox failed: the episode is over with no_verdict
+                return "", _verdict(info["verdict"])
+        patch = env.sandbox.diff()
+        if not self.real:
+            return patch, self.verifier(task, patch)
+        _, _, _, _, info = env.step({"name": "submit", "arguments": {}})
+        return patch, _verdict(info["verdict"])
 
 
 def _verdict(data: dict[str, Any]) -> Verdict:

@@ -49,6 +49,8 @@ class Plan:
     """Write the diff's file names C-quoted (``"b/conftest.py"``), as git does for odd names."""
     renames: tuple[tuple[str, str], ...] = ()
     """(old, new) pure renames: a diff section with no ---/+++ lines at all."""
+    raw_patch: str = ""
+    """Diff text appended as is in patch mode (a patch meant not to apply, say)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,12 @@ class Strategy:
     build: Callable[[Task, Repo], Plan] = field(repr=False)
     patch_mode: bool = True
     """Also submitted as a patch (False: the exploit only makes sense as agent actions)."""
+    kind: str = "single"
+    """How a verdict says it worked (see :mod:`deepgym_envs.audit.core`): ``single`` (this
+    candidate resolved without a fix, or masked), ``poison`` (a *later* candidate's verdict changed:
+    the ``victim``), ``cache`` (a poisoned verdict reused from the verdict cache)."""
+    victim: str = ""
+    """For ``poison``: the candidate graded before and after it, ``empty`` or ``gold``."""
 
     def plan(self, task: Task, tree: Path | None = None) -> Plan:
         return self.build(task, Repo(Path(tree) if tree else pristine_tree(task)))
@@ -117,7 +125,7 @@ class Strategy:
         plan = self.build(task, Repo(tree))
         renames = "".join(f"diff --git a/{old} b/{new}\nsimilarity index 100%\nrename from {old}\nrename to {new}\n"
                           for old, new in plan.renames)
-        return make_patch(tree, plan.changes, quote=plan.quote_paths) + renames
+        return make_patch(tree, plan.changes, quote=plan.quote_paths) + renames + plan.raw_patch
 
 
 # -- diffs ---------------------------------------------------------------------------------------
@@ -171,9 +179,9 @@ def _quoted(prefix: str, path: str) -> str:
 STRATEGIES: dict[str, Strategy] = {}
 
 
-def strategy(name: str, description: str, *, patch_mode: bool = True):
+def strategy(name: str, description: str, *, patch_mode: bool = True, kind: str = "single", victim: str = ""):
     def register(build: Callable[[Task, Repo], Plan]) -> Callable[[Task, Repo], Plan]:
-        STRATEGIES[name] = Strategy(name, description, build, patch_mode)
+        STRATEGIES[name] = Strategy(name, description, build, patch_mode, kind, victim)
         return build
     return register
 
@@ -510,6 +518,8 @@ def _literal_asserts(source: str) -> list[tuple[str, str, object]]:
         found.append((call.func.id, repr((args, sorted(kwargs.items()))), value))
     return found
 
+
+from deepgym_envs.audit import trust as _trust  # noqa: E402,F401  (registers the classes B-G strategies)
 
 ALL: tuple[Strategy, ...] = tuple(STRATEGIES.values())
 
