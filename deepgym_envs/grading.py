@@ -3,17 +3,24 @@
 The agent's change arrives as a diff and is applied to a *fresh* sandbox over the pristine tree,
 never graded in place. Then, in that grading view:
 
-1. every protected path the change touched (test files, every ``conftest.py``, test-runner
-   configuration, files of the hidden test patch) is put back exactly as it is in the pristine tree;
+1. every protected path the change touched (test files, every ``conftest.py``, every file pytest
+   reads as configuration, the list taken from pytest itself, files of the hidden test patch) is
+   put back exactly as it is in the pristine tree;
 2. files the change added that could hijack the test run (a ``pytest.py`` / ``_pytest`` shadow,
-   ``sitecustomize.py``, ``.pth`` files, package metadata registering plugins) are removed;
-3. the hidden test patch is applied;
+   ``sitecustomize.py``, ``.pth`` files, package metadata registering plugins, configuration
+   files) are removed;
+3. the hidden test patch is applied, and canary tests only the host knows are planted beside the
+   hidden tests (:mod:`deepgym_envs.canaries`);
 4. pytest runs from deepgym's own runner (outside the repository, so the working directory is not
-   first on ``sys.path``), and per-test outcomes travel to the host on a private pipe.
+   first on ``sys.path``) with the pristine configuration named explicitly, and per-test outcomes
+   stream to the host on a private descriptor as they happen.
 
-The report is cross-checked: every expected test id must be reported (a missing test fails), and
-the report must agree with pytest's exit status. A failure of the harness itself is
-``no_verdict``, never a silent 0.
+The report is cross-checked: every expected test id must be reported (a missing test fails), the
+report must agree with pytest's exit status, the stream must be whole and in order, and every
+canary must have its outcome. A run that fails a check is ``unresolved`` and ``tampered``. A
+failure of the harness itself is ``no_verdict``, never a silent 0; whether it was the harness is
+decided from facts the agent cannot write (free space of the host, the harness's own steps),
+never from the text of an error message.
 
 >>> v = grade(task, task.patch)          # doctest: +SKIP
 >>> v.status, v.fail_to_pass
@@ -26,6 +33,8 @@ import hashlib
 import json
 import os
 import posixpath
+import shutil
+import tempfile
 import threading
 import time
 import warnings
@@ -35,8 +44,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from deepgym_envs import canaries as canary_tests
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, ToolError
 from deepgym_envs.pyenv import sandbox_options
+from deepgym_envs.pytest_config import FLOOR, chooses_config, config_file_names, pristine_config_args
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, patch_paths
@@ -46,11 +57,20 @@ Status = Literal["resolved", "unresolved", "no_verdict"]
 TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "missing"]
 
 TEST_DIR_NAMES = frozenset({"tests", "test", "testing"})
-CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"})
+#: The floor; :func:`config_names` adds every name this pytest reads configuration from.
+CONFIG_NAMES = frozenset({"conftest.py", *FLOOR})
 SHADOW_NAMES = frozenset({"pytest.py", "py.py", "_pytest", "pytest", "sitecustomize.py", "usercustomize.py",
                           "pluggy", "conftest.py"})
 #: Default wall-clock limit for one hidden-test run.
 GRADING_TIMEOUT = 900.0
+#: Below this much free space on the host filesystem that holds sandboxes, a failed write may be
+#: the machine's fault: the verdict is masked. Above it, a patch that does not fit is the agent's.
+HOST_FREE_FLOOR = 64 << 20
+
+
+def config_names() -> frozenset[str]:
+    """``conftest.py`` and every configuration file name of this pytest (and the floor)."""
+    return CONFIG_NAMES | frozenset(config_file_names())
 
 
 @dataclass
@@ -66,6 +86,9 @@ class Verdict:
     duration: float = 0.0
     log: str = ""
     """The tail of the test run's output (never shown to the agent)."""
+    tampered: bool = False
+    """The run showed signs of tampering (a canary with the wrong outcome, a changed hook, a forged
+    or broken report stream): always ``unresolved``, and ``reason`` says what was seen."""
 
     @property
     def resolved(self) -> bool:
@@ -95,14 +118,14 @@ def is_test_path(path: str) -> bool:
 def is_protected(path: str, task: Task) -> bool:
     """Paths put back to pristine before grading, whatever the agent did to them."""
     name = posixpath.basename(path)
-    return is_test_path(path) or name in CONFIG_NAMES or path in task.hidden_test_files
+    return is_test_path(path) or name in config_names() or path in task.hidden_test_files
 
 
 def is_shadow(path: str) -> bool:
     """Added paths that could take over the test run; removed before grading."""
     parts = path.split("/")
     return (any(p in SHADOW_NAMES or p.endswith((".dist-info", ".egg-info")) for p in parts)
-            or parts[-1].endswith(".pth") or parts[-1] in CONFIG_NAMES)
+            or parts[-1].endswith(".pth") or parts[-1] in config_names())
 
 
 @lru_cache(maxsize=1024)
@@ -138,7 +161,29 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> Non
         try:
             sb.apply_patch(task.test_patch)
         except ToolError as exc:
+            if _view_disk_full(sb, len(task.test_patch)):  # the change filled the view: the agent's doing
+                raise ToolError("the change leaves no room for the hidden tests in the sandbox's disk") from None
             raise InfrastructureError(f"hidden test patch does not apply: {exc}") from None
+
+
+def _view_disk_full(sb: Sandbox, need: int) -> bool:
+    """Whether the view's own (size-capped) filesystem has less room than ``need`` and some slack."""
+    host_root = getattr(sb, "host_root", None)
+    if host_root is None:
+        return False
+    try:
+        st = os.statvfs(host_root())
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 2 * need + (1 << 20)
+
+
+def host_disk_short() -> bool:
+    """Whether the host filesystem holding sandboxes (and git's scratch files) is nearly full."""
+    try:
+        return shutil.disk_usage(tempfile.gettempdir()).free < HOST_FREE_FLOOR
+    except OSError:
+        return True
 
 
 def _restore(sb: Sandbox, tree: Path, path: str) -> None:
@@ -184,29 +229,81 @@ def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = Fal
     return parse_report(result.report), result
 
 
-def parse_report(raw: str | None) -> dict[str, Any] | None:
-    """The plugin's final report, authenticated by the nonce on the pipe's first line.
+OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfailed"})
 
-    Anything else on the pipe (a report without the nonce, a second report) was written by code
-    under test: it is ignored, and counted in ``report["forged"]`` so the verdict can say so.
+
+def parse_report(raw: str | None) -> dict[str, Any] | None:
+    """The plugin's report, rebuilt from the lines it streamed (see ``_report_plugin.py``).
+
+    The first line is the nonce; every later line must be ``NONCE SEQ JSON`` with SEQ counting up
+    from 1, one known event each, nothing after the finish, at most one outcome per test. A line
+    without the nonce was written by code under test: ignored, and counted in ``forged``. Anything
+    else amiss is listed in ``tampered``, with what the plugin itself saw.
+
+    Returns ``{"tests", "exitstatus", "collected", "errors", "tampered", "forged", "finished"}``,
+    or None when no authenticated stream arrived, or it never finished and nothing looks forged.
     """
     if not raw:
         return None
     nonce, *rest = raw.split("\n")
-    reports, forged = [], 0
-    for line in filter(None, rest):
-        if line.startswith(nonce + " ") and len(nonce) == 32:
-            try:
-                reports.append(json.loads(line[len(nonce) + 1:]))
-                continue
-            except json.JSONDecodeError:
-                pass
-        forged += 1
-    if len(reports) != 1 or not isinstance(reports[0], dict):
+    if len(nonce) != 32 or not rest:
         return None
-    report = reports[0]
-    report["forged"] = forged
-    return report
+    tests: dict[str, str] = {}
+    errors: list[dict[str, str]] = []
+    tampered: list[str] = []
+    forged, expected, finish = 0, 1, None
+    for line in rest[:-1]:  # what follows the last newline is a line cut off mid-write
+        if not line:
+            continue
+        if not line.startswith(nonce + " "):
+            forged += 1
+            continue
+        seq, _, body = line[len(nonce) + 1:].partition(" ")
+        try:
+            number, event = int(seq), json.loads(body)
+        except ValueError:
+            tampered.append("an unreadable report line")
+            continue
+        if number != expected:
+            tampered.append("report lines missing or out of order")
+        expected = number + 1
+        problem = None if finish is None else "report lines after the end"
+        if problem is None:
+            problem = _take_event(event, tests, errors, tampered)
+        if isinstance(problem, dict):
+            finish = problem
+        elif problem:
+            tampered.append(problem)
+    if finish is None and not tampered and not forged:
+        return None
+    finish = finish or {}
+    return {"tests": tests, "exitstatus": finish.get("exitstatus"), "collected": finish.get("collected", 0),
+            "errors": errors, "tampered": list(dict.fromkeys(tampered)), "forged": forged,
+            "finished": bool(finish)}
+
+
+def _take_event(event: Any, tests: dict[str, str], errors: list[dict[str, str]], tampered: list[str]
+                ) -> str | dict[str, int] | None:
+    """Record one streamed event; return a problem, or the finish event's payload."""
+    if not isinstance(event, dict):
+        return "an unknown report line"
+    keys = set(event)
+    if keys == {"test", "outcome"} and isinstance(event["test"], str) and event["outcome"] in OUTCOMES:
+        if event["test"] in tests:
+            return "two outcomes reported for one test"
+        tests[event["test"]] = event["outcome"]
+    elif keys == {"collecterror", "longrepr"} and isinstance(event["collecterror"], str):
+        errors.append({"nodeid": event["collecterror"], "longrepr": str(event["longrepr"])})
+    elif keys == {"tampered"} and isinstance(event["tampered"], str):
+        tampered.append(event["tampered"][:300])
+    elif keys == {"finish"} and isinstance(event["finish"], dict):
+        status, collected = event["finish"].get("exitstatus"), event["finish"].get("collected")
+        if not isinstance(status, int) or not isinstance(collected, int):
+            return "an unknown report line"
+        return {"exitstatus": status, "collected": collected}
+    else:
+        return "an unknown report line"
+    return None
 
 
 def grade(task: Task, patch: str, *, backend: str | None = None, limits: SandboxLimits | None = None,
@@ -228,21 +325,40 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
         options = sandbox_options(task)
         with (views.view(tree, backend, limits, **options) if views is not None
               else make_sandbox(tree, backend, limits, **options)) as sb:
+            ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
+            test_patch_files = set(patch_paths(task.test_patch))
             try:
                 prepare_grading_view(sb, task, tree, patch)
+                config = [] if chooses_config(task.test_cmd) else pristine_config_args(
+                    sb, test_files(ids), lambda p: p in pristine_files(tree) or p in test_patch_files)
+                planted = canary_tests.plant(sb, ids) if plants_canaries(task.test_cmd) else []
             except ToolError as exc:
-                if "No space left on device" in str(exc):
-                    raise SandboxError(f"disk full while applying the patch: {exc}") from None
+                # The agent's patch, or what it leaves of the disk. Only a host short of space (a
+                # fact, not the message, which echoes the patch's file names) makes it the harness's.
+                if host_disk_short():
+                    raise SandboxError(f"the host is short of disk space: {exc}") from None
                 return _unresolved_all(task, f"patch does not apply: {exc}", time.monotonic() - start)
-            ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
-            report, result = run_pytest(sb, [*task.test_cmd, "-rA", *test_files(ids)], timeout,
+            # Every canary must run: a failing one must not stop the session (-x in a config's addopts).
+            extra = ["--maxfail=0"] if planted else []
+            report, result = run_pytest(sb, [*task.test_cmd, *config, *extra, "-rA", *test_files(ids)], timeout,
                                         warm=views is not None)
     except (InfrastructureError, SandboxUnavailable) as exc:
         return Verdict.no_verdict(str(exc), time.monotonic() - start)
     if result.timed_out:
         return Verdict.no_verdict(f"grading timed out: the hidden tests ran longer than {timeout:.0f}s",
                                   time.monotonic() - start)
-    return judge(task, report, result, time.monotonic() - start)
+    return judge(task, report, result, time.monotonic() - start, planted)
+
+
+#: Options under which pytest may rightly not run (or not finish) a canary: then none is planted.
+_SELECTING = ("-k", "-m", "--deselect", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip", "--lf",
+              "--last-failed", "--ff", "--failed-first", "--nf", "--new-first")
+
+
+def plants_canaries(test_cmd: list[str]) -> bool:
+    """Whether canaries can go into a run of this command (it does not select tests by name or mark)."""
+    return not any(a in _SELECTING or a.startswith(tuple(f"{o}=" for o in _SELECTING))
+                   or (a[:2] in ("-k", "-m") and not a.startswith("--")) for a in test_cmd)
 
 
 class FlakyTestWarning(UserWarning):
@@ -290,8 +406,10 @@ class VerdictCache:
 VERDICTS = VerdictCache()
 
 
-def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: float) -> Verdict:
-    """Turn a test report into a verdict, cross-checking it against the process's exit status."""
+def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: float,
+          planted: list[canary_tests.Canary] | tuple[()] = ()) -> Verdict:
+    """Turn a test report into a verdict, cross-checking it against the process's exit status
+    and the canaries ``planted`` in the run (never listed in the verdict's tests)."""
     log = result.output[-8000:]
     flaky = set(task.flaky)
     f2p = [t for t in task.FAIL_TO_PASS if t not in flaky]
@@ -300,12 +418,18 @@ def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: floa
     tests = {t: str(reported.get(t, "missing")) for t in [*f2p, *p2p]}
     counts = {name: {"passed": sum(tests[t] == "passed" for t in ids), "total": len(ids)}
               for name, ids in (("f2p", f2p), ("p2p", p2p))}
+    tampered: list[str] = []
+    if report is not None:
+        tampered += list(report.get("tampered") or [])
+        if report.get("forged"):
+            tampered.append(f"{report['forged']} forged report line(s)")
+        completed = bool(report.get("finished")) and report.get("exitstatus") in (0, 1)
+        tampered += canary_tests.check(list(planted), reported, completed)
     reason = ""
-    if report is None:
+    if tampered:
+        reason = f"tampered: the test run was tampered with: {'; '.join(tampered[:5])}"
+    elif report is None:
         reason = f"no test report (pytest exited {result.exit_code} before reporting)"
-    elif report.get("tampered") or report.get("forged"):
-        what = list(report.get("tampered") or []) + (["a forged report"] if report.get("forged") else [])
-        reason = f"the test harness was tampered with: {', '.join(what)}"
     elif report.get("exitstatus") != result.exit_code:
         reason = f"report says exit {report.get('exitstatus')} but the process exited {result.exit_code}"
     elif result.exit_code not in (0, 1):
@@ -315,7 +439,7 @@ def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: floa
     if not reason and not all_pass:
         bad = [f"{t} {v}" for t, v in tests.items() if v != "passed"]
         reason = f"{len(bad)} of {len(tests)} tests not passing: " + "; ".join(bad[:5])
-    return Verdict(status, tests, counts["f2p"], counts["p2p"], reason, duration, log)
+    return Verdict(status, tests, counts["f2p"], counts["p2p"], reason, duration, log, bool(tampered))
 
 
 def _unresolved_all(task: Task, reason: str, duration: float) -> Verdict:

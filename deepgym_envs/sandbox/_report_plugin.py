@@ -1,125 +1,313 @@
-"""pytest plugin that runs *inside* the sandbox and reports per-test outcomes to the host.
+"""pytest plugin that runs *inside* the sandbox and streams per-test outcomes to the host.
 
-Copied into the sandbox's support directory (never imported by deepgym on the host), and loaded
-by the runner before pytest starts, so before any code of the repository under test. It then:
+Never imported: the runner (and the warm server) read this file, execute it in a private namespace
+and call :func:`make_plugin`, before pytest starts and so before any code of the repository under
+test. Nothing of it is in ``sys.modules``, and what decides outcomes lives in closures. Then:
 
-* takes the report pipe's descriptor from the environment and deletes the variable;
-* writes a fresh random nonce as the pipe's first line, at once: the host accepts only a final
-  report that carries it, so a forged report written into the pipe later is detected;
-* records whether each test *function* raised (a wrapper on ``pytest_pyfunc_call``), so code
-  that rewrites reports after the fact (patched ``TestReport``, an injected plugin) cannot turn a
-  failure into a pass unseen;
-* remembers pytest's report machinery and, at the end, lists whatever was swapped out.
+* the report descriptor is taken from the environment (the variable deleted) and a fresh random
+  nonce written as its first line, at once;
+* every event leaves the process as it happens, one line each, ``NONCE SEQ JSON`` with SEQ
+  counting up from 1: a test's final outcome when the test finishes (``{"test": nodeid,
+  "outcome": ...}``), a collection error (``{"collecterror": nodeid, "longrepr": ...}``), a sign of
+  tampering (``{"tampered": what}``) and, last, ``{"finish": {"exitstatus": int, "collected":
+  int}}``. What was sent cannot be taken back: the host treats duplicates, gaps, unknown lines and
+  lines after the finish as tampering;
+* whether each test *function* raised is recorded (a wrapper on ``pytest_pyfunc_call``), so code
+  that rewrites reports after the fact cannot turn a failure into a pass unseen;
+* pytest's hook implementations are snapshotted when this plugin is registered (function objects
+  and their code), and checked after every test and at the end: none changed or removed, and
+  every one added since comes from pytest or an installed package, a ``conftest.py`` of the tree
+  (restored to pristine before grading) or a plugin the configuration names. pytest's and
+  unittest's report machinery is checked the same way.
 
-Code under test runs in this same process, so none of this is a wall against an adaptive
-attacker; it closes the generic tricks, and the host cross-checks the rest.
-
-The final line is ``NONCE {"tests": {nodeid: outcome}, "exitstatus": int, "collected": int,
-"errors": [...], "tampered": [...]}``.
+Code under test runs in this same process and can reach these closures through ``gc``, so none of
+this is a wall against an adaptive attacker; it closes the generic tricks, and the host checks the
+rest with canary tests only it knows (see ``deepgym_envs.canaries``).
 """
 
 import json
 import os
+import sys
+import types
+import unittest
 
+import _pytest.python
 import _pytest.reports
 import _pytest.runner
 import pytest
-
-_FD = os.environ.pop("DEEPGYM_REPORT_FD", None)
-_PATH = os.environ.pop("DEEPGYM_REPORT_PATH", None)
-_NONCE = os.urandom(16).hex()
-_tests = {}
-_raised = set()
-_errors = []
-_collected = [0]
-_RANK = {"passed": 0, "skipped": 1, "xfailed": 1, "failed": 2, "error": 3}
-_MACHINERY = {
-    "TestReport.from_item_and_call": (_pytest.reports.TestReport, "from_item_and_call"),
-    "runner.call_and_report": (_pytest.runner, "call_and_report"),
-    "runner.pytest_runtest_makereport": (_pytest.runner, "pytest_runtest_makereport"),
-    "runner.CallInfo.from_call": (_pytest.runner.CallInfo, "from_call"),
-}
-# unittest-style suites decide pass/fail inside unittest itself: its runner and assert methods are
-# machinery too (code under test that stubs TestCase.assertEqual at import passes every test).
-import unittest  # noqa: E402
 
 try:
     from _pytest.unittest import TestCaseFunction as _TestCaseFunction
 except ImportError:  # a pytest that reorganised its internals: check unittest's side only
     _TestCaseFunction = None
 
-for _attr in sorted(vars(unittest.TestCase)):
-    if _attr.startswith(("assert", "fail")) or _attr in ("run", "__call__", "debug", "_callTestMethod"):
-        _MACHINERY[f"unittest.TestCase.{_attr}"] = (unittest.TestCase, _attr)
-for _attr in ("runtest", "addFailure", "addError", "addSuccess", "addSkip", "addExpectedFailure",
-              "addUnexpectedSuccess"):
-    if _TestCaseFunction is not None and _attr in vars(_TestCaseFunction):
-        _MACHINERY[f"TestCaseFunction.{_attr}"] = (_TestCaseFunction, _attr)
-_ORIGINAL = {name: vars(owner).get(attr) for name, (owner, attr) in _MACHINERY.items()}
+RANK = {"passed": 0, "skipped": 1, "xfailed": 1, "failed": 2, "error": 3}
+#: Hooks that decide a test's outcome: checked after every test, not only at the end.
+CRITICAL_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
+                  "pytest_runtest_teardown", "pytest_pyfunc_call", "pytest_runtest_makereport",
+                  "pytest_runtest_logreport", "pytest_runtest_logfinish", "pytest_report_teststatus")
 
 
-def _write(data):
-    if _FD is not None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(int(_FD), view):]
-    elif _PATH:
-        with open(_PATH, "ab") as fh:
-            fh.write(data)
+def _machinery():
+    """Attributes that turn a test's run into its outcome, by a readable name."""
+    table = {
+        "TestReport.from_item_and_call": (_pytest.reports.TestReport, "from_item_and_call"),
+        "runner.call_and_report": (_pytest.runner, "call_and_report"),
+        "runner.runtestprotocol": (_pytest.runner, "runtestprotocol"),
+        "runner.CallInfo.from_call": (_pytest.runner.CallInfo, "from_call"),
+        "python.Function.runtest": (_pytest.python.Function, "runtest"),
+    }
+    # unittest-style suites decide pass/fail inside unittest: its runner and assert methods are
+    # machinery too (code under test that stubs TestCase.assertEqual at import passes every test).
+    for attr in sorted(vars(unittest.TestCase)):
+        if attr.startswith(("assert", "fail")) or attr in ("run", "__call__", "debug", "_callTestMethod"):
+            table[f"unittest.TestCase.{attr}"] = (unittest.TestCase, attr)
+    for attr in ("runtest", "addFailure", "addError", "addSuccess", "addSkip", "addExpectedFailure",
+                 "addUnexpectedSuccess"):
+        if _TestCaseFunction is not None and attr in vars(_TestCaseFunction):
+            table[f"TestCaseFunction.{attr}"] = (_TestCaseFunction, attr)
+    return table
 
 
-_write(_NONCE.encode() + b"\n")
+def _code(obj):
+    """The code object behind a function, method, classmethod or staticmethod (None for builtins)."""
+    return getattr(getattr(obj, "__func__", obj), "__code__", None)
 
 
-def _set(nodeid, outcome):
-    old = _tests.get(nodeid)
-    if old is None or _RANK[outcome] > _RANK[old]:
-        _tests[nodeid] = outcome
+def _under(path, root):
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):
-    outcome = yield
-    if outcome.excinfo is not None:
-        _raised.add(pyfuncitem.nodeid)
+def _declares_plugins(name):
+    """Files whose ``pytest_plugins`` pytest honours: conftests and test modules (pristine in grading)."""
+    return name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py")
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_call(item):
-    outcome = yield
-    # A unittest TestCase's failure does not propagate out of runtest(): pytest keeps it on the
-    # item (``_excinfo``) and turns it into the report later, where a planted plugin could flip it.
-    if outcome.excinfo is not None or getattr(item, "_excinfo", None):
-        _raised.add(item.nodeid)
+def _writer(fd, path):
+    write = os.write  # bound now: code under test may replace os.write later
+    if fd is not None:
+        fd = int(fd)
+
+        def out(data):
+            view = memoryview(data)
+            while view:
+                view = view[write(fd, view):]
+    elif path:
+        def out(data):
+            with open(path, "ab") as fh:
+                fh.write(data)
+    else:
+        def out(data):
+            pass
+    return out, fd
 
 
-def pytest_collection_modifyitems(session, config, items):
-    _collected[0] = len(items)
+def _trust(workspace):
+    """A test of "this code was on the machine before the repository's code could run"."""
+    files = {os.path.realpath(f) for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+             if isinstance(f, str)}
+    dirs = [os.path.realpath(p) for p in sys.path if p and os.path.isabs(p)]
+    dirs = [d for d in dirs if not _under(d, workspace) and not _under(workspace, d)]
+    seen = {}
+
+    def trusted(obj, extra=()):
+        code = _code(obj)
+        if code is None:
+            return False
+        name = code.co_filename
+        if name not in seen:
+            real = os.path.realpath(name)
+            seen[name] = real in files or any(_under(real, d) for d in dirs)
+        return seen[name] or os.path.realpath(name) in extra
+
+    return trusted
 
 
-def pytest_collectreport(report):
-    if report.failed:
-        _errors.append({"nodeid": report.nodeid, "longrepr": str(report.longrepr)[-2000:]})
+class _Plugin:
+    """The plugin object pytest registers (hashable: pytest keeps plugins in sets)."""
 
 
-def pytest_runtest_logreport(report):
-    if report.when == "call":
-        if hasattr(report, "wasxfail"):
-            _set(report.nodeid, "xfailed" if report.skipped else "failed")
-        elif report.passed and report.nodeid in _raised:
-            _set(report.nodeid, "failed")  # the function raised, yet the report says it passed
-        else:
-            _set(report.nodeid, report.outcome)
-    elif report.failed:  # setup or teardown
-        _set(report.nodeid, "error")
-    elif report.skipped and report.when == "setup":
-        _set(report.nodeid, "skipped")
+def make_plugin():
+    """A fresh plugin object (hooks as closures) for one pytest session; writes the nonce line."""
+    out, fd = _writer(os.environ.pop("DEEPGYM_REPORT_FD", None), os.environ.pop("DEEPGYM_REPORT_PATH", None))
+    dumps, basename, realpath = json.dumps, os.path.basename, os.path.realpath
+    nonce = os.urandom(16).hex()
+    out(nonce.encode() + b"\n")
+    workspace = realpath(os.getcwd())
+    trusted = _trust(workspace)
+    machinery = _machinery()
+    original = {name: (vars(owner).get(attr), _code(vars(owner).get(attr))) for name, (owner, attr) in machinery.items()}
+    seq = [0]
+    me, config_cell = [], []
+    baseline = {}  # hook name -> [(HookImpl, function, code)] when this plugin was registered
+    judged = {}  # id(HookImpl) -> (HookImpl, legitimate?)
+    later = []  # plugins registered after this one
+    pending, sent, raised, problems, collected = {}, set(), set(), [], [0]
 
+    def send(event):
+        seq[0] += 1
+        out(f"{nonce} {seq[0]} {dumps(event)}\n".encode())
 
-def pytest_sessionfinish(session, exitstatus):
-    tampered = [name for name, (owner, attr) in _MACHINERY.items() if vars(owner).get(attr) is not _ORIGINAL[name]]
-    data = json.dumps({"tests": _tests, "exitstatus": int(exitstatus), "collected": _collected[0],
-                       "errors": _errors, "tampered": tampered})
-    _write(f"{_NONCE} {data}\n".encode())
-    if _FD is not None:
-        os.close(int(_FD))
+    def tamper(what):
+        if what not in problems:
+            problems.append(what)
+            send({"tampered": what})
+
+    def hook_table(manager):
+        table = {}
+        for name, caller in list(vars(manager.hook).items()):
+            get = getattr(caller, "get_hookimpls", None)
+            if get is not None:
+                table[name] = [(impl, impl.function, _code(impl.function)) for impl in get()]
+        return table
+
+    def named_plugins():
+        """Module names the configuration asks for: ``-p NAME`` and ``pytest_plugins`` of conftests,
+        test modules and the plugins they name."""
+        config = config_cell[0] if config_cell else None
+        names = {p for p in (getattr(getattr(config, "option", None), "plugins", None) or []) if not p.startswith("no:")}
+        for _ in range(3):
+            for mod in list(sys.modules.values()):
+                file = getattr(mod, "__file__", None)
+                if not isinstance(file, str) or not (getattr(mod, "__name__", None) in names or (
+                        _under(realpath(file), workspace) and _declares_plugins(basename(file)))):
+                    continue
+                declared = getattr(mod, "pytest_plugins", ())
+                names.update([declared] if isinstance(declared, str) else
+                             [d for d in declared if isinstance(d, str)] if isinstance(declared, (list, tuple)) else [])
+        return names
+
+    def is_conftest(module):
+        file = getattr(module, "__file__", None)
+        return isinstance(file, str) and basename(file) == "conftest.py" and _under(realpath(file), workspace)
+
+    def legitimate(plugin, function):
+        if plugin is (me[0] if me else None) or trusted(function):
+            return True
+        names = named_plugins()
+        if isinstance(plugin, types.ModuleType):
+            return is_conftest(plugin) or getattr(plugin, "__name__", None) in names
+        # An object a conftest or a named plugin registered: its code lives in one of those files.
+        files = {realpath(m.__file__) for m in list(sys.modules.values())
+                 if isinstance(getattr(m, "__file__", None), str) and (is_conftest(m) or m.__name__ in names)}
+        return trusted(function, files)
+
+    def check_hooks(manager, names=None):
+        hooks = vars(manager.hook)
+        config = config_cell[0] if config_cell else None
+        unblocked = {p[3:] for p in (getattr(getattr(config, "option", None), "plugins", None) or [])
+                     if p.startswith("no:")}
+        for name in names or list(hooks):
+            get = getattr(hooks.get(name), "get_hookimpls", None)
+            if get is None:
+                continue
+            impls = get()
+            before = baseline.get(name, ())
+            for impl, function, code in before:
+                if not any(i is impl for i in impls):
+                    if impl.plugin_name not in unblocked and f"pytest_{impl.plugin_name}" not in unblocked:
+                        tamper(f"hook {name} of {impl.plugin_name} removed")
+                elif impl.function is not function or _code(impl.function) is not code:
+                    tamper(f"hook {name} of {impl.plugin_name} replaced")
+            known = {id(entry[0]) for entry in before}
+            for impl in impls:
+                if id(impl) in known:
+                    continue
+                if id(impl) not in judged or judged[id(impl)][0] is not impl:
+                    judged[id(impl)] = (impl, legitimate(impl.plugin, impl.function), impl.function,
+                                        _code(impl.function))
+                entry = judged[id(impl)]
+                if not entry[1]:
+                    tamper(f"hook {name} added by {impl.plugin_name}")
+                elif impl.function is not entry[2] or _code(impl.function) is not entry[3]:
+                    tamper(f"hook {name} of {impl.plugin_name} replaced")
+
+    def check_machinery():
+        for name, (owner, attr) in machinery.items():
+            now = vars(owner).get(attr)
+            if now is not original[name][0] or _code(now) is not original[name][1]:
+                tamper(f"{name} replaced")
+
+    def check_later(manager):
+        for plugin in later:
+            if manager.is_registered(plugin):
+                continue  # its hooks were checked with the hook table
+            hooks = [getattr(plugin, n, None) for n in dir(plugin) if n.startswith("pytest_")]
+            if not all(legitimate(plugin, h) for h in hooks if callable(h)):
+                tamper(f"plugin {manager.get_name(plugin) or type(plugin).__name__} registered and removed")
+
+    def record(nodeid, outcome):
+        old = pending.get(nodeid)
+        if old is None or RANK[outcome] > RANK[old]:
+            pending[nodeid] = outcome
+
+    def pytest_plugin_registered(plugin, manager):
+        if me and plugin is me[0] and not baseline:
+            baseline.update(hook_table(manager))
+        elif baseline:
+            later.append(plugin)
+
+    def pytest_configure(config):
+        config_cell.append(config)
+        if not baseline:  # a pytest that did not replay registrations to us
+            baseline.update(hook_table(config.pluginmanager))
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_pyfunc_call(pyfuncitem):
+        outcome = yield
+        if outcome.excinfo is not None:
+            raised.add(pyfuncitem.nodeid)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(item):
+        outcome = yield
+        # A unittest TestCase's failure does not propagate out of runtest(): pytest keeps it on the
+        # item (``_excinfo``) and turns it into the report later, where a planted plugin could flip it.
+        if outcome.excinfo is not None or getattr(item, "_excinfo", None):
+            raised.add(item.nodeid)
+
+    def pytest_collection_modifyitems(session, config, items):
+        collected[0] = len(items)
+
+    def pytest_collectreport(report):
+        if report.failed:
+            send({"collecterror": report.nodeid, "longrepr": str(report.longrepr)[-2000:]})
+
+    def pytest_runtest_logreport(report):
+        if report.when == "call":
+            if hasattr(report, "wasxfail"):
+                record(report.nodeid, "xfailed" if report.skipped else "failed")
+            elif report.passed and report.nodeid in raised:
+                record(report.nodeid, "failed")  # the function raised, yet the report says it passed
+            else:
+                record(report.nodeid, report.outcome if report.outcome in RANK else "error")
+        elif report.failed:  # setup or teardown
+            record(report.nodeid, "error")
+        elif report.skipped and report.when == "setup":
+            record(report.nodeid, "skipped")
+
+    def pytest_runtest_logfinish(nodeid, location):
+        if config_cell:
+            check_hooks(config_cell[0].pluginmanager, CRITICAL_HOOKS)
+        check_machinery()
+        outcome = pending.pop(nodeid, None)
+        if outcome is not None and nodeid not in sent:
+            sent.add(nodeid)
+            send({"test": nodeid, "outcome": outcome})
+
+    def pytest_sessionfinish(session, exitstatus):
+        manager = session.config.pluginmanager
+        check_hooks(manager)
+        check_machinery()
+        check_later(manager)
+        send({"finish": {"exitstatus": int(exitstatus), "collected": collected[0]}})
+        if fd is not None:
+            os.close(fd)
+
+    plugin = _Plugin()  # hooks as instance attributes: plain functions, not methods
+    for hook in (pytest_plugin_registered, pytest_configure, pytest_pyfunc_call, pytest_runtest_call,
+                 pytest_collection_modifyitems, pytest_collectreport, pytest_runtest_logreport,
+                 pytest_runtest_logfinish, pytest_sessionfinish):
+        setattr(plugin, hook.__name__, hook)
+    me.append(plugin)
+    return plugin
