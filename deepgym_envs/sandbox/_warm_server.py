@@ -28,6 +28,8 @@ import sys
 
 _SUPPORT = os.path.dirname(os.path.abspath(__file__))
 _RUNNER = os.path.join(_SUPPORT, "deepgym_pytest.py")
+_PLUGIN = os.path.join(_SUPPORT, "deepgym_report.py")
+_PLUGIN_CODE = []  # the report plugin, compiled once at start
 _REPORT_FD = 3
 _PR_SET_DUMPABLE = 4
 #: Standard-library modules that test suites commonly import (most come with pytest anyway).
@@ -53,6 +55,8 @@ def _preload():
 
     for name in default_plugins:
         importlib.import_module("_pytest." + name)
+    with open(_PLUGIN) as fh:
+        _PLUGIN_CODE.append(compile(fh.read(), _PLUGIN, "exec"))
     for name in _STDLIB:
         try:
             importlib.import_module(name)
@@ -150,15 +154,15 @@ def _become_run(request):
     sys.argv[:] = [_RUNNER, *request["args"]]
     if "random" in sys.modules:  # every run draws its own random numbers, as a new process would
         sys.modules["random"].seed()
-    sys.path.insert(0, _SUPPORT)
-    try:
-        import deepgym_report  # imported here, not in the server: a fresh nonce every run
-    finally:
-        del sys.path[0]
+    # Made here, not in the server: a fresh nonce and fresh state every run, from the code compiled
+    # before anything of the repository ran, into a namespace that is in no sys.modules.
+    namespace = {"__name__": "deepgym_report", "__file__": _PLUGIN}
+    exec(_PLUGIN_CODE[0], namespace)
+    plugin = namespace["make_plugin"]()
     import pytest
 
     try:
-        code = pytest.main(request["args"], plugins=[deepgym_report])
+        code = pytest.main(request["args"], plugins=[plugin])
     except SystemExit as exc:
         code = exc.code
     except BaseException:  # what the interpreter would do with an exception nobody caught
