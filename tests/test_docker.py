@@ -57,7 +57,10 @@ def test_container_is_labelled_and_locked_down(box):
     labels, host = attrs["Config"]["Labels"], attrs["HostConfig"]
     assert labels["deepgym.sandbox"] == "1" and labels["deepgym.owner-pid"] == str(os.getpid())
     assert host["NetworkMode"] == "none" and host["CapDrop"] == ["ALL"]
-    assert host["SecurityOpt"] == ["no-new-privileges"] and host["ReadonlyRootfs"] is True
+    from deepgym_envs.sandbox.seccomp import docker_profile
+
+    assert host["SecurityOpt"] == ["no-new-privileges", f"seccomp={docker_profile()}"]
+    assert host["ReadonlyRootfs"] is True
     assert host["Memory"] == 256 << 20 and host["PidsLimit"] == 64 and host["NanoCpus"] == 10**9
 
 

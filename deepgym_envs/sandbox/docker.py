@@ -1,37 +1,53 @@
 """The ``docker`` backend: one long-lived, locked-down container per sandbox.
 
-The workspace is a private host copy of the pristine tree (as on the ``local`` backend), bind-mounted
-at ``/testbed``; file access, diffs and reset therefore run on the host without a round trip to
-the engine, and only commands go through ``docker exec``. The container itself has no network,
-no capabilities, ``no-new-privileges``, a read-only root filesystem, a size-capped ``/tmp``, and
-memory / process / CPU caps from :class:`SandboxLimits`. Commands run as the calling user's uid,
-so what they write in the workspace stays removable by the owner.
+The workspace is a private copy of the pristine tree (as on the ``local`` backend) that the host
+can reach by path; file access, diffs and reset therefore run on the host without a round trip to
+the engine, and only commands go through ``docker exec``.
+
+Least privilege, as on every backend: commands run as a non-zero uid (the host user's own, or
+:data:`~deepgym_envs.sandbox.docker_support.SANDBOX_UID` when the host user is root), with no
+capabilities, ``no-new-privileges``, deepgym's seccomp filter (:mod:`.seccomp`: no mount,
+namespaces, ptrace, keyrings, BPF...) and no network. The root filesystem is read-only; what a
+command can write is size-capped: ``/tmp``, ``/dev/shm`` and, when the host user is root, the
+workspace and the report directory, each a tmpfs of ``disk_bytes`` (the workspace: plus the tree
+it starts from). The workspace is then an anonymous ``local`` volume of type tmpfs, which the
+engine mounts on the host where root can reach it. An ordinary user cannot reach such a mount, so
+there the workspace stays a bind-mounted host directory, bounded per file by ``RLIMIT_FSIZE`` and
+otherwise by that user's own quota. tmpfs pages count against the container's memory cap, which
+bounds all of them together. Processes and memory are capped by the container's cgroup.
 
 Every command runs under a small wrapper that kills whatever the command left running once it
 ends (``kill -KILL -1`` spares only PID 1 and the caller), so, as in the namespace backend's
 per-command PID namespace, no background process outlives its command; a timeout kills the same
-way from a second ``exec``. Commands in one sandbox are therefore serialised.
+way from a second ``exec``. Commands in one sandbox are therefore serialised, and host-side file
+operations never race a sandboxed process.
 
 PID 1 reaps orphans and reads its stdin, which is a socket this process holds attached: when the
-owner dies, for any reason, the container stops and the engine removes it. ``close()`` removes it
-at once; ``deepgym sandbox reap`` removes what an engine restart or a crash left behind.
+owner dies, for any reason, the container stops and the engine removes it with its volumes.
+``close()`` removes it at once; ``deepgym sandbox reap`` removes what an engine restart or a crash
+left behind.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
+import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
-from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, command_argv, command_env, remove_tree
-from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR,
-                                                 docker_support_dir)
+from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, command_argv, command_env,
+                                       remove_tree)
+from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR, docker_support_dir,
+                                                 own_paths, own_tree, sandbox_user)
 from deepgym_envs.sandbox.local import CopiedWorkspace
+from deepgym_envs.sandbox.seccomp import docker_profile
 
 #: The image for tasks that bring their own repository (the built-in set); ``deepgym images build``.
 DEFAULT_IMAGE = "deepgym/builtin:latest"
@@ -57,6 +73,9 @@ while :; do
 done
 """
 _KILL_ALL = ["sh", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
+#: Scratch a command may leave behind, emptied by reset (the workspace is reset from the host).
+_SCRATCH = ("/tmp", "/dev/shm", "/dev/mqueue")
+_PAGE = 4096
 
 
 def default_image() -> str:
@@ -124,7 +143,7 @@ def owner_labels() -> dict[str, str]:
 
 
 class DockerSandbox(CopiedWorkspace):
-    """A container with no network and no privileges over a bind-mounted copy of the tree."""
+    """A container with no network and no privileges over a private copy of the tree."""
 
     support_dir = SUPPORT_DIR
 
@@ -134,16 +153,31 @@ class DockerSandbox(CopiedWorkspace):
         config = require_image(self._client, self.image).attrs.get("Config") or {}
         image_env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
         self._path = f"{CONDA_TESTBED_BIN}:{image_env.get('PATH', '/usr/local/bin:/usr/bin:/bin')}:{SUPPORT_DIR}/bin"
-        super().__init__(pristine, limits or SandboxLimits(), tmp_prefix=f"deepgym-docker-{os.getpid()}-")
-        self._user = f"{os.getuid()}:{os.getgid()}"
+        # Not CopiedWorkspace's copy: on tmpfs volumes the copy can only be made once the container runs.
+        HostViewSandbox.__init__(self, pristine, limits or SandboxLimits())
+        self._tmp = tempfile.mkdtemp(prefix=f"deepgym-docker-{os.getpid()}-")
+        self._uid, self._gid = sandbox_user()
+        self._user = f"{self._uid}:{self._gid}"
+        # Root on the host: the workspace and report directory are size-capped tmpfs volumes, and
+        # what the host writes there is handed to the sandbox's uid.
+        self._volumes = os.geteuid() == 0
         self._lock = threading.Lock()
         self._tmp_dirty = False
         self._container: Any = None
         self._stdin: Any = None
+        self._workspace = os.path.join(self._tmp, "testbed")
         self._reports = os.path.join(self._tmp, "report")
-        os.mkdir(self._reports, 0o700)
         try:
+            if not self._volumes:
+                os.mkdir(self._workspace, 0o755)
+                os.mkdir(self._reports, 0o700)
             self._start()
+            shutil.copytree(self.pristine, self._workspace, symlinks=True, dirs_exist_ok=True)
+            if self._volumes:
+                own_tree(self._workspace, (self._uid, self._gid))
+            self._index_env = {"GIT_INDEX_FILE": os.path.join(self._tmp, "index")}
+            self._git(["read-tree", "HEAD"])
+            self._git(["update-index", "-q", "--refresh"], check=False)
         except BaseException as exc:
             self.close()
             if isinstance(exc, Exception) and not isinstance(exc, SandboxError):
@@ -166,14 +200,22 @@ class DockerSandbox(CopiedWorkspace):
         ulimits = [docker.types.Ulimit(name="core", soft=0, hard=0)]
         if lim.disk_bytes:
             ulimits.append(docker.types.Ulimit(name="fsize", soft=lim.disk_bytes, hard=lim.disk_bytes))
+        mounts = [docker.types.Mount(SUPPORT_DIR, docker_support_dir(), type="bind", read_only=True)]
+        if self._volumes:
+            mounts += [self._tmpfs_volume(self.workdir, tree_bytes(self.pristine) + disk,
+                                          f"uid={self._uid},gid={self._gid},mode=0755"),
+                       # The agent's uid may create its report file but not list the directory.
+                       self._tmpfs_volume(REPORT_DIR, disk, "mode=1733")]
+        else:
+            mounts += [docker.types.Mount(self.workdir, self._workspace, type="bind"),
+                       docker.types.Mount(REPORT_DIR, self._reports, type="bind")]
         self._container = self._client.containers.create(
             self.image, ["sh", "-c", _INIT_SCRIPT], name=f"deepgym-{os.getpid()}-{secrets.token_hex(6)}",
-            labels={**owner_labels(), "deepgym.pristine": str(self.pristine)[-200:]},
-            network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
-            tmpfs={"/tmp": f"size={disk},mode=1777,exec"}, hostname="sandbox", working_dir=self.workdir,
-            volumes={self._workspace: {"bind": self.workdir, "mode": "rw"},
-                     docker_support_dir(): {"bind": SUPPORT_DIR, "mode": "ro"},
-                     self._reports: {"bind": REPORT_DIR, "mode": "rw"}},
+            labels={**owner_labels(), "deepgym.pristine": str(self.pristine)[-200:]}, user=self._user,
+            network_mode="none", cap_drop=["ALL"], read_only=True,
+            security_opt=["no-new-privileges", f"seccomp={docker_profile()}"],
+            tmpfs={"/tmp": f"size={disk},mode=1777,exec"}, shm_size=disk, mounts=mounts,
+            hostname="sandbox", working_dir=self.workdir,
             # Not detached: the engine then closes stdin (StdinOnce) when our attach socket goes.
             stdin_open=True, auto_remove=True, ulimits=ulimits, entrypoint=[],
             **kwargs)
@@ -181,6 +223,39 @@ class DockerSandbox(CopiedWorkspace):
         # (so PID 1 stops the container) whenever this process goes away.
         self._stdin = self._client.api.attach_socket(self._container.id, params={"stdin": 1, "stream": 1})
         self._container.start()
+        if self._volumes:
+            self._workspace, self._reports = self._volume_paths()
+
+    @staticmethod
+    def _tmpfs_volume(target: str, size: int, options: str) -> Any:
+        import docker.types
+
+        # Anonymous, so the engine removes it with the container; labelled, so reap finds leftovers.
+        driver = docker.types.DriverConfig("local", {"type": "tmpfs", "device": "tmpfs",
+                                                     "o": f"size={size},nosuid,nodev,{options}"})
+        return docker.types.Mount(target, None, type="volume", no_copy=True, labels=owner_labels(),
+                                  driver_config=driver)
+
+    def _volume_paths(self) -> tuple[str, str]:
+        """Where the engine mounted the workspace and report volumes, proven to be this container's.
+
+        The proof is the device number as seen through the container's own root: a host path that
+        merely has the volume's name (an engine in another mount namespace) is refused rather than
+        written to.
+        """
+        attrs = self._client.api.inspect_container(self._container.id)
+        pid = int(attrs["State"]["Pid"])
+        sources = {m["Destination"]: m["Source"] for m in attrs.get("Mounts") or [] if m.get("Type") == "volume"}
+        for target in (self.workdir, REPORT_DIR):
+            source = sources.get(target, "")
+            try:
+                same = os.path.ismount(source) and os.stat(source).st_dev == os.stat(f"/proc/{pid}/root{target}").st_dev
+            except OSError:
+                same = False
+            if not same:
+                raise SandboxError(f"cannot reach the container's {target} volume on this host ({source or 'no mount'}): "
+                                   "the docker backend needs a local engine")
+        return sources[self.workdir], sources[REPORT_DIR]
 
     def _exec(self, argv: list[str], env: dict[str, str], cwd: str) -> str:
         container = self._container
@@ -215,15 +290,27 @@ class DockerSandbox(CopiedWorkspace):
                 raise SandboxError("sandbox was closed while the command ran")
         if not report:
             return result
-        path = os.path.join(self._reports, name)
-        try:
-            with open(path, "rb") as fh:
-                data: str | None = fh.read(256 << 20).decode("utf-8", "replace")
-            os.unlink(path)
-        except FileNotFoundError:
-            data = None
+        data = self._take_report(name)
         return ExecResult(result.exit_code, result.stdout, result.stderr, result.timed_out, result.duration,
                           result.truncated, data)
+
+    def _take_report(self, name: str) -> str | None:
+        """Read and remove a command's report file: a regular file only (the command could have
+        swapped it for a link to a host file, or a FIFO that would block the host forever)."""
+        path = os.path.join(self._reports, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # missing, or a link (ELOOP)
+            data = None
+        else:
+            with os.fdopen(fd, "rb") as fh:
+                data = (fh.read(256 << 20).decode("utf-8", "replace") if stat.S_ISREG(os.fstat(fd).st_mode)
+                        else None)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return data
 
     def _run(self, argv: list[str], env: dict[str, str], cwd: str, timeout: float) -> ExecResult:
         start = time.monotonic()
@@ -272,16 +359,50 @@ class DockerSandbox(CopiedWorkspace):
         except Exception as exc:
             raise self._died(exc) from None
 
+    # -- host-side writes: files the sandbox's uid can edit ------------------------------------
+    def write_file(self, path: str, data: bytes) -> None:
+        super().write_file(path, data)
+        if self._volumes:
+            own_paths(self._workspace, [os.path.relpath(self.resolve(path), self._workspace)], self._owner)
+
+    def apply_patch(self, diff: str) -> None:
+        super().apply_patch(diff)
+        if self._volumes:
+            own_paths(self._workspace, self._changed_paths(), self._owner)
+
+    def _reset_workspace(self) -> None:
+        if not self._volumes:
+            super()._reset_workspace()
+            return
+        changed = self._git(["diff-files", "--name-only", "-z"]).split("\0")
+        super()._reset_workspace()
+        own_paths(self._workspace, [p for p in changed if p], self._owner)
+        own_tree(os.path.join(self._workspace, ".git"), self._owner)
+        # The new owner is stat data the private index compares: record it, or the next reset
+        # would see every rewritten file as changed again.
+        self._git(["update-index", "-q", "--refresh"], check=False)
+
+    @property
+    def _owner(self) -> tuple[int, int]:
+        return self._uid, self._gid
+
     # -- lifecycle -----------------------------------------------------------------------------
     def reset(self) -> None:
-        """Kill what runs, empty ``/tmp``, put the workspace back; the container stays."""
+        """Kill what runs, empty the scratch directories, put the workspace back; the container stays."""
         self._check_open()
         with self._lock:
-            if self._tmp_dirty:  # only commands write /tmp (and no process outlives its command)
-                res = self._run([EXEC_WRAPPER, "find", "/tmp", "-mindepth", "1", "-delete"],
+            if self._tmp_dirty:  # only commands write scratch (and no process outlives its command)
+                res = self._run([EXEC_WRAPPER, "find", *_SCRATCH, "-mindepth", "1", "-delete"],
                                 {"PATH": "/usr/bin:/bin"}, "/", 60)
                 if res.timed_out:
                     raise SandboxError("docker sandbox did not reset: emptying /tmp timed out")
+                if self._volumes:  # the sandbox's uid cannot list it: what a command left there goes here
+                    for name in os.listdir(self._reports):
+                        path = os.path.join(self._reports, name)
+                        if os.path.isdir(path) and not os.path.islink(path):
+                            shutil.rmtree(path)
+                        else:
+                            os.unlink(path)
                 self._tmp_dirty = False
             self._reset_workspace()
 
@@ -311,3 +432,20 @@ def _close_socket(sock: Any) -> None:
         except OSError:
             pass
 
+
+
+_TREE_BYTES: dict[str, int] = {}
+
+
+def tree_bytes(path: Path) -> int:
+    """What a copy of a (never changing) pristine tree takes on a tmpfs: whole pages per file."""
+    key = str(path)
+    if key not in _TREE_BYTES:
+        total = 0
+        for root, dirs, files in os.walk(path):
+            total += _PAGE * (1 + len(dirs))
+            for name in files:
+                size = os.lstat(os.path.join(root, name)).st_size
+                total += -(-size // _PAGE) * _PAGE or _PAGE
+        _TREE_BYTES[key] = total
+    return _TREE_BYTES[key]

@@ -1,8 +1,14 @@
-"""deepgym's files inside a docker sandbox: the pytest runner and plugin, and two tiny commands.
+"""deepgym's files inside a docker sandbox, and who owns the sandbox's files.
 
 The host's support directory (``support.py``) holds ``python`` wrappers that start the *host's*
 interpreter, which does not exist inside an image; this one holds wrappers that make sense in a
 container, and is bound read-only at ``/deepgym``.
+
+Commands in a container never run as uid 0 (:func:`sandbox_user`). When the host user is root,
+the files the host writes into a workspace (its copy, patches, ``write_file``, reset) are handed to
+that uid (:func:`own_paths`, :func:`own_tree`) so the agent can edit them, without following any
+link the agent planted: the host side is root, and a ``chown`` through a link would give a host
+file away.
 """
 
 from __future__ import annotations
@@ -14,7 +20,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from collections.abc import Iterable
+
 from deepgym_envs.sandbox.support import _FILES
+
+#: The uid and gid of sandboxed commands when the host user is root: not 0, and no one's on the
+#: host (Debian hands out 60000-64999 per package, so no system account gets it by chance).
+SANDBOX_UID = SANDBOX_GID = 64000
 
 SUPPORT_DIR = "/deepgym"
 #: Where report files appear inside the container (a host directory of the sandbox, bound rw).
@@ -59,3 +71,59 @@ def docker_support_dir() -> str:
     os.chmod(path, 0o755)
     atexit.register(shutil.rmtree, path, True)
     return path
+
+
+def sandbox_user() -> tuple[int, int]:
+    """(uid, gid) commands run as: the host user's own, or :data:`SANDBOX_UID` in place of root."""
+    uid = os.getuid()
+    return (SANDBOX_UID, SANDBOX_GID) if uid == 0 else (uid, os.getgid())
+
+
+def own_paths(root: str, paths: Iterable[str], owner: tuple[int, int]) -> None:
+    """Give ``paths`` (relative to ``root``) and the directories above them to ``owner``.
+
+    Walks down from ``root`` one directory descriptor at a time, opened with ``O_NOFOLLOW``: a
+    symbolic link anywhere on the way ends the walk for that path instead of being followed.
+    """
+    done: set[str] = set()
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for rel in paths:
+            parts = [p for p in rel.split("/") if p not in ("", ".")]
+            if not parts or ".." in parts or rel in done:
+                continue
+            done.add(rel)
+            _own_path(root_fd, parts, owner)
+    finally:
+        os.close(root_fd)
+
+
+def _own_path(root_fd: int, parts: list[str], owner: tuple[int, int]) -> None:
+    fd = os.dup(root_fd)
+    try:
+        for part in parts[:-1]:
+            try:
+                nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError:  # gone, a link, or not a directory: nothing of ours below it
+                return
+            os.close(fd)
+            fd = nfd
+            st = os.fstat(fd)
+            if (st.st_uid, st.st_gid) != owner:
+                os.fchown(fd, *owner)
+        try:
+            st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if (st.st_uid, st.st_gid) != owner:
+            os.chown(parts[-1], *owner, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+
+
+def own_tree(path: str, owner: tuple[int, int]) -> None:
+    """Give ``path`` and everything below it to ``owner``; links are changed, never followed."""
+    os.chown(path, *owner, follow_symlinks=False)
+    for _, dirs, files, fd in os.fwalk(path, follow_symlinks=False):
+        for name in (*dirs, *files):
+            os.chown(name, *owner, dir_fd=fd, follow_symlinks=False)
