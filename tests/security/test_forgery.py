@@ -1,0 +1,146 @@
+"""Class B (report forgery from a patch alone): code imported by the tests cannot grade itself.
+
+Each patch leaves the bug in place and plants, in the package the tests import, code that attacks
+deepgym's in-process report plugin the way a white-box attacker would: through its module state,
+through a plugin registered at import time, through the report descriptor. Graded for real; each
+must come out ``unresolved``, and where the attack is visible, ``tampered``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from deepgym_envs import grade
+from tests.conftest import requires_namespace
+
+pytestmark = [requires_namespace, pytest.mark.slow]
+
+F2P = "tests/test_ops.py::test_clamp_above"
+INIT = "from calc.ops import clamp, mean\n"
+
+
+def append_to_init(payload: str) -> str:
+    """A patch adding ``payload`` to the toy package's ``__init__`` (imported by every test)."""
+    lines = (INIT + "\n" + payload).splitlines()
+    return ("diff --git a/src/calc/__init__.py b/src/calc/__init__.py\n--- a/src/calc/__init__.py\n"
+            f"+++ b/src/calc/__init__.py\n@@ -1 +1,{len(lines)} @@\n " + INIT
+            + "".join(f"+{line}\n" for line in lines[1:]))
+
+
+#: Rewrite the plugin's outcome table so every write records "passed": through sys.modules where
+#: the plugin is a module, else through the closures of the streaming plugin's functions.
+WRITE_PLUGIN_STATE = '''\
+def _forge_state():
+    import gc
+    import sys
+
+    class AllPass(dict):
+        def __setitem__(self, key, value):
+            dict.__setitem__(self, key, "passed")
+
+    module = sys.modules.get("deepgym_report")
+    if module is not None:
+        module._tests = AllPass(module._tests)
+        return
+    for obj in gc.get_objects():
+        code = getattr(obj, "__code__", None)
+        if code is not None and code.co_filename.endswith("deepgym_report.py") and obj.__closure__:
+            for name, cell in zip(code.co_freevars, obj.__closure__):
+                if name == "pending" and not isinstance(cell.cell_contents, AllPass):
+                    cell.cell_contents = AllPass()
+
+
+_forge_state()
+'''
+
+#: A plugin registered while the tests import the package: test bodies never run, so never fail.
+SKIP_TEST_BODIES = '''\
+def _skip_bodies():
+    import gc
+
+    import pytest
+    from _pytest.config import Config
+
+    class SkipBodies:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_pyfunc_call(self, pyfuncitem):
+            return True
+
+    for obj in gc.get_objects():
+        if isinstance(obj, Config):
+            obj.pluginmanager.register(SkipBodies(), "skip-bodies")
+            break
+
+
+_skip_bodies()
+'''
+
+#: Write on the report descriptor with the plugin's own nonce. Against a plugin that sends one
+#: final report: send a forged one and leave before the real one. Against the streaming plugin:
+#: an outcome line for the failing test, with the right nonce and sequence number, sent before the
+#: plugin sends its own: what was sent cannot be taken back, so the host sees two outcomes.
+FORGE_OUTCOME_LINE = '''\
+def _forge_line():
+    import gc
+    import json
+    import os
+    import sys
+
+    ids = ["tests/test_ops.py::test_clamp_above", "tests/test_ops.py::test_clamp_inside", "tests/test_ops.py::test_mean"]
+    module = sys.modules.get("deepgym_report")
+    if module is not None:
+        report = {"tests": {i: "passed" for i in ids}, "exitstatus": 0, "collected": 3, "errors": [], "tampered": []}
+        os.write(int(module._FD), f"{module._NONCE} {json.dumps(report)}\\n".encode())
+        os._exit(0)
+
+    def cells(fn):
+        return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+
+    for obj in gc.get_objects():
+        code = getattr(obj, "__code__", None)
+        if code is not None and code.co_name == "send" and code.co_filename.endswith("deepgym_report.py"):
+            state = cells(obj)
+            fd = cells(state["out"])["fd"]
+            state["seq"][0] += 1
+            line = f"{state['nonce']} {state['seq'][0]} " + json.dumps({"test": ids[0], "outcome": "passed"})
+            os.write(fd, (line + "\\n").encode())
+            return
+
+
+_forge_line()
+'''
+
+
+def test_writing_the_plugins_outcome_state_does_not_resolve(toy_task):
+    v = grade(toy_task, append_to_init(WRITE_PLUGIN_STATE))
+    assert v.status == "unresolved", v.reason
+    assert v.tampered and "tampered" in v.reason  # every outcome "passed": the must-fail canaries too
+
+
+def test_a_plugin_registered_at_import_that_skips_test_bodies_is_caught(toy_task):
+    v = grade(toy_task, append_to_init(SKIP_TEST_BODIES))
+    assert v.status == "unresolved", v.reason
+    assert v.tampered and "pytest_pyfunc_call added by skip-bodies" in v.reason
+
+
+def test_a_forged_outcome_line_with_the_plugins_nonce_is_caught(toy_task):
+    v = grade(toy_task, append_to_init(FORGE_OUTCOME_LINE))
+    assert v.status == "unresolved", v.reason
+    assert v.tampered and "two outcomes reported for one test" in v.reason
+
+
+def test_the_plugin_is_in_no_module_namespace(toy_task):
+    """Nothing a test can import by name holds the plugin's state."""
+    probe = ("import sys\nassert not [m for m in sys.modules if 'deepgym' in m], "
+             "[m for m in sys.modules if 'deepgym' in m]\n")
+    test = (INIT.replace("from calc.ops", "from calc") + "\n\ndef test_probe():\n"
+            + "".join(f"    {line}\n" for line in probe.splitlines()))
+    import dataclasses
+
+    task = dataclasses.replace(
+        toy_task, FAIL_TO_PASS=["tests/test_probe.py::test_probe"], PASS_TO_PASS=[],
+        test_patch=("diff --git a/tests/test_probe.py b/tests/test_probe.py\nnew file mode 100644\n--- /dev/null\n"
+                    f"+++ b/tests/test_probe.py\n@@ -0,0 +1,{len(test.splitlines())} @@\n"
+                    + "".join(f"+{line}\n" for line in test.splitlines())))
+    v = grade(task, "")
+    assert v.status == "resolved", v.reason + v.log[-2000:]
