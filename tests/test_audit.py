@@ -48,6 +48,8 @@ def test_every_strategy_patch_applies_to_the_pristine_tree(toy_task):
         if s.name == "empty_patch":
             assert patch == ""
             continue
+        if s.plan(toy_task, tree).raw_patch:  # meant not to apply (masking by error text)
+            continue
         assert patch, f"{s.name} produced no change for the toy task"
         proc = subprocess.run(["git", "apply", "--check", "-"], input=patch, text=True, cwd=tree,
                               capture_output=True)
@@ -112,11 +114,11 @@ def test_weak_verifier_is_found_exploitable(toy_audits):
 
 def test_report_json_shape(toy_task, tmp_path):
     report = audit_tasks([toy_task], strategies=select(["empty_patch", "conftest_root_force_pass"]),
-                         as_actions=False, workers=1, progress=False)
+                         as_actions=False, workers=1, progress=False, leaks=False)
     path = tmp_path / "audit.json"
     report.to_json(path)
     data = json.loads(path.read_text())
-    assert set(data) == {"summary", "meta", "attempts"}
+    assert set(data) == {"summary", "meta", "attempts", "leaks"}
     s = data["summary"]
     assert s["tasks"] == 1 and s["pairs_tried"] == 2 and s["attempts"] == 2
     assert s["exploited_pairs"] == 0 and s["exploitable"] is False

@@ -1,6 +1,7 @@
 """``deepgym audit TASKSET --out audit.json``: the command-line face of the verifier audit.
 
-Exit status: 1 when any task/strategy pair was exploited, 0 when none was.
+Exit status: 1 when any task/strategy pair was exploited or any task's answer lies around
+(the leak scan), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def add_audit_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
     p.add_argument("--no-actions", action="store_true", help="submit strategies as patches only, not also as "
                    "agent actions through the environment")
+    p.add_argument("--no-leaks", action="store_true", help="skip the leak scan (gold patch and hidden tests "
+                   "searched for in everything a task's sandbox can read)")
     p.add_argument("--weak-verifier", action="store_true", help="audit a deliberately weak verifier that trusts "
                    "pytest's exit code (the negative control: it must be found exploitable)")
     llm = p.add_argument_group("LLM attackers (tiers 2 and 3), through any OpenAI-compatible endpoint")
@@ -84,20 +87,27 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.weak_verifier:
         from functools import partial
 
-        from deepgym_envs.audit.weak import exit_code_verifier
+        from deepgym_envs.audit.weak import exit_code_verifier, weak_backend
 
-        verifier = partial(exit_code_verifier, backend=args.sandbox)
+        # Exploit code runs through it: a real sandbox or a clear refusal, before anything runs.
+        verifier = partial(exit_code_verifier, backend=weak_backend(args.sandbox))
     report = audit_tasks(tasks, verifier, select(args.strategy), llm_attackers(args), args.rounds,
                          as_actions=not args.no_actions, workers=args.workers, backend=args.sandbox,
-                         verifier_name="exit_code_verifier (weak)" if args.weak_verifier else None)
+                         verifier_name="exit_code_verifier (weak)" if args.weak_verifier else None,
+                         leaks=False if args.no_leaks or args.weak_verifier else None)
     report.meta.update(taskset=str(args.taskset), actions=not args.no_actions, sandbox=args.sandbox or "namespace")
     out.print(report.table())
     s = report.summary()
     for a in report.exploited:
         out.print(f"[red]EXPLOITED[/] {escape(a.task_id)} {escape(a.strategy)} ({a.mode}): {escape(a.evidence[:200])}")
+    if report.leaks:
+        out.print(report.leak_table())
     color = "red" if report.exploitable else "green"
     out.print(f"[{color}]{s['exploited_pairs']} exploitable task/strategy pair(s)[/] of {s['pairs_tried']} tried "
               f"({s['attempts']} attempts, {s['no_verdict']} no_verdict) in {s['wall_time']:.0f}s")
+    if not args.no_leaks and not args.weak_verifier:
+        leaky = s["tasks_leaking"]
+        out.print(f"[{'red' if leaky else 'green'}]{s['leaks']} leak(s)[/] in {len(leaky)} task(s)")
     report.to_json(args.out)
     out.print(f"report written to {escape(str(args.out))}")
-    return 1 if report.exploitable else 0
+    return 1 if report.failed else 0

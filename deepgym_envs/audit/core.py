@@ -177,8 +177,9 @@ def audit_task(task: Task, verifier: Verifier | None = None, strategies: Sequenc
 def audit_tasks(tasks: Sequence[Task], verifier: Verifier | None = None, strategies: Sequence[Strategy] = ALL,
                 attackers: Sequence[AttackerSpec] = (), rounds: int = 3, as_actions: bool = True, *,
                 workers: int | None = None, backend: str | None = None, progress: bool = True,
-                verifier_name: str | None = None) -> "AuditReport":
-    """:func:`audit_task` over a task set, ``workers`` jobs at a time, with a progress bar."""
+                verifier_name: str | None = None, leaks: bool | None = None) -> "AuditReport":
+    """:func:`audit_task` over a task set, ``workers`` jobs at a time, with a progress bar; then
+    the leak scan (:mod:`deepgym_envs.audit.leaks`; by default only with the real verifier)."""
     started = time.monotonic()
     auditor = _Auditor(verifier, backend, rounds)
     jobs = [j for t in tasks for j in _jobs(t, strategies, attackers, as_actions)]
@@ -189,9 +190,14 @@ def audit_tasks(tasks: Sequence[Task], verifier: Verifier | None = None, strateg
             results.append(attempts)
             hit = any(a.exploited for a in attempts)
             advance(f"{job.label}: {'EXPLOITED' if hit else attempts[-1].status if attempts else '-'}")
+    found = []
+    if leaks if leaks is not None else auditor.real:
+        from deepgym_envs.audit.leaks import scan_tasks
+
+        found = [leak.to_dict() for leak in scan_tasks(tasks, backend)]
     name = verifier_name or ("deepgym_envs.grade" if auditor.real else getattr(verifier, "__name__", "custom"))
     return AuditReport([a for r in results for a in r], [t.instance_id for t in tasks],
-                       [s.name for s in strategies], name, time.monotonic() - started)
+                       [s.name for s in strategies], name, time.monotonic() - started, leaks=found)
 
 
 @dataclass
@@ -204,6 +210,8 @@ class AuditReport:
     verifier: str = "deepgym_envs.grade"
     wall_time: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    leaks: list[dict[str, Any]] = field(default_factory=list)
+    """Where a task's answer or hidden tests can be read from its sandbox (``Leak.to_dict()``)."""
 
     @property
     def exploited(self) -> list[Attempt]:
@@ -213,6 +221,11 @@ class AuditReport:
     def exploitable(self) -> bool:
         """True when any task/strategy pair was exploited (the CLI then exits 1)."""
         return bool(self.exploited)
+
+    @property
+    def failed(self) -> bool:
+        """Exploitable, or some task's answer lies around: the task set is not fit to train on."""
+        return self.exploitable or bool(self.leaks)
 
     def summary(self) -> dict[str, Any]:
         pairs = {(a.task_id, a.strategy) for a in self.attempts}
@@ -234,11 +247,14 @@ class AuditReport:
                 "exploited_pairs": len(hit_pairs), "exploited_attempts": len(self.exploited),
                 "tasks_exploited": sorted({t for t, _ in hit_pairs}),
                 "no_verdict": sum(a.status == "no_verdict" for a in self.attempts),
-                "exploitable": self.exploitable, "wall_time": round(self.wall_time, 2),
+                "exploitable": self.exploitable, "leaks": len(self.leaks),
+                "tasks_leaking": sorted({leak["task_id"] for leak in self.leaks}),
+                "wall_time": round(self.wall_time, 2),
                 "by_strategy": by_strategy}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"summary": self.summary(), "meta": self.meta, "attempts": [a.to_dict() for a in self.attempts]}
+        return {"summary": self.summary(), "meta": self.meta, "attempts": [a.to_dict() for a in self.attempts],
+                "leaks": self.leaks}
 
     def to_json(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
@@ -257,4 +273,14 @@ class AuditReport:
                           modes.get("patch", "-"), modes.get("actions", modes.get("llm", "-")),
                           escape(", ".join(row["tasks_exploited"][:6]) + (" ..." if len(row["tasks_exploited"]) > 6
                                                                           else "")) or "-")
+        return table
+
+    def leak_table(self) -> Table:
+        """One row per leak: task, what leaked, where, how much of it."""
+        table = Table(title=f"leak scan: {len(self.leaks)} leak(s) in {len({l['task_id'] for l in self.leaks})} task(s)")
+        for col in ("task", "kind", "location", "found"):
+            table.add_column(col, overflow="fold")
+        for leak in self.leaks:
+            table.add_row(escape(leak["task_id"]), leak["kind"], escape(leak["location"]),
+                          f"{leak['found']}/{leak['of']}")
         return table

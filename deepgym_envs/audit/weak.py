@@ -5,6 +5,10 @@ hidden test patch, run ``python -m pytest`` in the repository and trust the exit
 is restored or neutralised, and no report is cross-checked, so the tier-1 strategies must find
 exploits here; an audit that finds none on it is not testing anything. Never grade with it.
 
+What it runs is exploit code (the audit's strategies, an LLM attacker's patches), so it runs in a
+real sandbox only: ``namespace``, else ``docker``; never ``local``, and where neither can run it
+refuses with :class:`SandboxUnavailable` rather than fall back.
+
 >>> exit_code_verifier(task, conftest_forcing_passes).status      # doctest: +SKIP
 'resolved'
 """
@@ -23,13 +27,37 @@ from deepgym_envs.tasks import Task
 from deepgym_envs.trees import pristine_tree
 
 
+#: Backends that isolate what they run; the weak verifier takes nothing else.
+ISOLATING = ("namespace", "docker")
+
+
+def weak_backend(backend: str | None = None) -> str:
+    """The sandbox the weak verifier runs in: ``backend`` if it isolates, else the first of
+    namespace / docker that can run here; SandboxUnavailable if none (never ``local``)."""
+    if backend is not None:
+        if backend not in ISOLATING:
+            raise SandboxUnavailable(f"the weak verifier runs exploit code: it needs a sandbox that isolates "
+                                     f"({' or '.join(ISOLATING)}), not {backend!r}")
+        return backend
+    ok, why = available()
+    if ok:
+        return "namespace"
+    from deepgym_envs.sandbox.docker import docker_status
+
+    docker_ok, docker_why = docker_status()
+    if docker_ok:
+        return "docker"
+    raise SandboxUnavailable(f"the weak verifier runs exploit code and will not run it unsandboxed: namespace "
+                             f"backend: {why}; docker backend: {docker_why}")
+
+
 def exit_code_verifier(task: Task, patch: str, *, backend: str | None = None, timeout: float = 300.0) -> Verdict:
     """Resolved iff ``python -m pytest <hidden test files>`` exits 0 after applying both patches."""
     start = time.monotonic()
-    backend = backend or ("namespace" if available()[0] else "local")
+    backend = weak_backend(backend)  # outside the try: no sandbox is a refusal, not a no_verdict
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the local backend warns that it does not isolate
+            warnings.simplefilter("ignore")
             sb = make_sandbox(pristine_tree(task), backend, **sandbox_options(task))
         with sb:
             try:
