@@ -1,0 +1,170 @@
+"""Canary tests: forgers that every in-process check misses are caught by tests only the host knows.
+
+The forgers here touch nothing the report plugin watches (no hook, no report machinery): they wrap
+test functions as pytest fetches them, or unittest's internal failure recorder, so every failure
+reads as a pass. The must-fail canaries then pass too, and the run is marked tampered. A forger
+that drops tests it does not recognise drops the canaries, and is caught the same way.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+
+import pytest
+
+from deepgym_envs import grade
+from deepgym_envs.canaries import check, plant
+from deepgym_envs.grading import prepare_grading_view, run_pytest
+from deepgym_envs.sandbox import make_sandbox
+from deepgym_envs.tasks import task_from_row
+from deepgym_envs.trees import pristine_tree
+from tests.conftest import requires_namespace
+from tests.security.test_forgery import append_to_init
+
+pytestmark = requires_namespace
+
+#: Every test function pytest fetches comes back wrapped: an AssertionError is swallowed.
+SWALLOW_FAILURES = '''\
+def _swallow():
+    import functools
+
+    import _pytest.python
+
+    fetch = _pytest.python.Function._getobj
+
+    def _getobj(self):
+        fn = fetch(self)
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except AssertionError:
+                return None
+
+        return run
+
+    _pytest.python.Function._getobj = _getobj
+
+
+_swallow()
+'''
+
+#: Collect only the tests the forger knows of (the visible ones, and the hidden one it guessed).
+ONLY_KNOWN_TESTS = '''\
+def _only_known():
+    import _pytest.python
+
+    known = {"test_clamp_inside", "test_mean", "test_clamp_above"}
+    collect = _pytest.python.PyCollector.collect
+
+    def only_known(self):
+        return [i for i in collect(self) if not isinstance(i, _pytest.python.Function) or i.name in known]
+
+    _pytest.python.PyCollector.collect = only_known
+
+
+_only_known()
+'''
+
+#: unittest records a test's failure in _Outcome.testPartExecutor: this one records none.
+UNITTEST_SWALLOW = '''\
+def _swallow():
+    import contextlib
+    import unittest.case
+
+    @contextlib.contextmanager
+    def test_part_executor(self, *args, **kwargs):
+        try:
+            yield
+        except AssertionError:
+            pass
+
+    unittest.case._Outcome.testPartExecutor = test_part_executor
+
+
+_swallow()
+'''
+
+
+@pytest.mark.slow
+def test_a_blanket_forger_is_caught_by_the_must_fail_canaries(toy_task):
+    v = grade(toy_task, append_to_init(SWALLOW_FAILURES))
+    assert v.status == "unresolved" and v.tampered, v.reason
+    assert "a canary test that must have failed passed" in v.reason
+    assert set(v.tests) == {*toy_task.FAIL_TO_PASS, *toy_task.PASS_TO_PASS}  # canaries never listed
+
+
+@pytest.mark.slow
+def test_a_forger_that_drops_unknown_tests_is_caught_by_missing_canaries(toy_task):
+    v = grade(toy_task, append_to_init(ONLY_KNOWN_TESTS + "\n\n" + SWALLOW_FAILURES))
+    assert v.status == "unresolved" and v.tampered, v.reason
+    assert "was never reported" in v.reason
+
+
+@pytest.mark.slow
+def test_honest_runs_are_never_tampered(toy_task):
+    for patch, status in ((toy_task.patch, "resolved"), ("", "unresolved")):
+        v = grade(toy_task, patch)
+        assert (v.status, v.tampered) == (status, False), v.reason
+
+
+UNITTEST_INIT = "from lib.core import double\n"
+UNITTEST_TEST = ("import unittest\n\nfrom lib import double\n\n\nclass DoubleTest(unittest.TestCase):\n"
+                 "    def test_double(self):\n        self.assertEqual(double(5), 10)\n\n"
+                 "    def test_zero(self):\n        self.assertEqual(double(0), 0)\n")
+
+
+@pytest.fixture
+def unittest_task(tmp_path):
+    repo = tmp_path / "lib"
+    (repo / "lib").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "lib" / "__init__.py").write_text(UNITTEST_INIT)
+    (repo / "lib" / "core.py").write_text("def double(x):\n    return 2 * x\n")
+    (repo / "tests" / "__init__.py").write_text("")
+    gold = ("diff --git a/lib/core.py b/lib/core.py\n--- a/lib/core.py\n+++ b/lib/core.py\n@@ -1,2 +1,2 @@\n"
+            " def double(x):\n-    return 2 + x\n+    return 2 * x\n")
+    lines = UNITTEST_TEST.splitlines()
+    test_patch = ("diff --git a/tests/test_core.py b/tests/test_core.py\nnew file mode 100644\n--- /dev/null\n"
+                  f"+++ b/tests/test_core.py\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{line}\n" for line in lines))
+    return task_from_row({"instance_id": "unittest__canary-001", "repo_path": str(repo), "gold_reverse_base": True,
+                          "problem_statement": "double(5) is 7", "patch": gold, "test_patch": test_patch,
+                          "FAIL_TO_PASS": ["tests/test_core.py::DoubleTest::test_double"],
+                          "PASS_TO_PASS": ["tests/test_core.py::DoubleTest::test_zero"]})
+
+
+@pytest.mark.slow
+def test_unittest_forgers_are_caught_by_unittest_style_canaries(unittest_task):
+    assert grade(unittest_task, unittest_task.patch).status == "resolved"
+    patch = ("diff --git a/lib/__init__.py b/lib/__init__.py\n--- a/lib/__init__.py\n+++ b/lib/__init__.py\n"
+             f"@@ -1 +1,{1 + len(UNITTEST_SWALLOW.splitlines()) + 1} @@\n {UNITTEST_INIT}+\n"
+             + "".join(f"+{line}\n" for line in UNITTEST_SWALLOW.splitlines()))
+    v = grade(unittest_task, patch)
+    assert v.status == "unresolved" and v.tampered, v.reason
+    assert "canary" in v.reason
+
+
+def test_canaries_look_like_the_files_tests_and_come_out_as_planted(unittest_task, toy_task):
+    """Planted in a real view and run: pytest-style beside functions, TestCase classes beside
+    TestCase classes; at least two must fail and one must pass, and each does."""
+    for task in (toy_task, unittest_task):
+        ids = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+        with make_sandbox(pristine_tree(task)) as sb:
+            prepare_grading_view(sb, task, pristine_tree(task), task.patch)
+            planted = plant(sb, ids, random.Random(7))
+            source = sb.read_file(ids[0].split("::")[0]).decode()
+            report, result = run_pytest(sb, ["-rA", ids[0].split("::")[0]], 120)
+        assert sum(c.expect == "failed" for c in planted) >= 2 and any(c.expect == "passed" for c in planted)
+        assert report is not None and check(planted, report["tests"], True) == [], result.output
+        tree = ast.parse(source)
+        for c in planted:
+            parts = c.nodeid.split("::")
+            assert parts[-1].startswith("test_") and report["tests"][c.nodeid] == c.expect
+            if task is unittest_task:
+                cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == parts[1])
+                assert "TestCase" in ast.unparse(cls.bases[0])
+            else:
+                assert len(parts) == 2
+        assert all(report["tests"][i] == "passed" for i in ids)
