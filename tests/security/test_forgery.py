@@ -144,3 +144,32 @@ def test_the_plugin_is_in_no_module_namespace(toy_task):
                     + "".join(f"+{line}\n" for line in test.splitlines())))
     v = grade(task, "")
     assert v.status == "resolved", v.reason + v.log[-2000:]
+
+
+def test_the_host_reads_the_stream_strictly():
+    """Whatever reaches the descriptor, only a whole, ordered stream of known events is a report."""
+    import json
+
+    from deepgym_envs.grading import parse_report
+
+    nonce = "ab" * 16
+
+    def stream(*events, seqs=None):
+        lines = [f"{nonce} {seq} {json.dumps(e)}" for seq, e in zip(seqs or range(1, len(events) + 1), events)]
+        return "\n".join([nonce, *lines]) + "\n"
+
+    ok = {"test": F2P, "outcome": "failed"}
+    end = {"finish": {"exitstatus": 1, "collected": 1}}
+    honest = parse_report(stream(ok, end))
+    assert honest["tests"] == {F2P: "failed"} and not honest["tampered"] and honest["finished"]
+    cases = {
+        "two outcomes reported for one test": stream({"test": F2P, "outcome": "passed"}, ok, end),
+        "report lines missing or out of order": stream(ok, end, seqs=[2, 3]),
+        "report lines after the end": stream(ok, end, {"test": "x::y", "outcome": "passed"}),
+        "an unknown report line": stream({"test": F2P, "outcome": "passed", "extra": 1}, end),
+    }
+    for problem, raw in cases.items():
+        assert problem in parse_report(raw)["tampered"], problem
+    forged = parse_report(stream(ok, end) + json.dumps({"tests": {F2P: "passed"}}) + "\n")
+    assert forged["forged"] == 1
+    assert parse_report(stream(ok)) is None  # never finished, nothing forged: no report at all
