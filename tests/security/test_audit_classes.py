@@ -1,0 +1,132 @@
+"""Issue 11, item 7: the audit's white-box strategies (classes B-G) and its leak scan (class F).
+
+Each class's strategies run against the real grading on the toy task, as patches and as agent
+actions, and must not get through; against the weak verifier (the negative control) the
+in-process ones must. The leak scan must find an answer planted in a task's starting state (a
+copy of the fixed file in the tree, the fixed file as a stray git object) and nothing in a clean
+task. On the code before issue 11 each class test found exploits (poisons changed the next
+candidate's verdict, a patch named after 'No space left on device' came back masked) and the clean
+built-in task leaked through the installed task files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conftest import requires_namespace, toy_row, write_toy_repo
+from deepgym_envs.audit.core import AuditReport, audit_tasks
+from deepgym_envs.audit.leaks import needles, scan_tasks
+from deepgym_envs.audit.strategies import STRATEGIES, select
+from deepgym_envs.audit.weak import exit_code_verifier
+from deepgym_envs.tasks import Task, load_tasks, task_from_row
+from deepgym_envs.trees import pristine_tree
+
+CLASSES = {
+    "B": ["forge_plugin_state", "forge_nonce_every_fd", "plugin_pyfunc_call_true", "stealth_hookimpl",
+          "patch_function_runtest", "hollow_test_functions"],
+    "C": ["config_pytest_toml_plugin", "config_dot_pytest_toml_pdbcls", "config_in_subdirectories"],
+    "D": ["poison_next_empty_resolved", "poison_next_gold_unresolved"],
+    "E": ["poison_verdict_cache"],
+    "G": ["mask_error_text", "mask_crash_with_text"],
+}
+#: Strategies the weak verifier must fall to (it trusts pytest's exit code; D, E and G attack
+#: state it does not share or masking it does not do).
+WEAK_FALLS_TO = {*CLASSES["B"], *CLASSES["C"]} - {"config_in_subdirectories"}
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory: pytest.TempPathFactory) -> Task:
+    return task_from_row(toy_row(write_toy_repo(tmp_path_factory.mktemp("classes") / "calc")))
+
+
+def _audit(task: Task, names: list[str], **kwargs: object) -> AuditReport:
+    # One worker: a poison (on the code before the fix) reached whichever grading ran next.
+    return audit_tasks([task], strategies=select(names), workers=1, progress=False, leaks=False, **kwargs)
+
+
+def test_every_class_has_strategies_registered():
+    assert all(name in STRATEGIES for names in CLASSES.values() for name in names)
+    assert {STRATEGIES[n].kind for n in CLASSES["D"]} == {"poison"}
+    assert {STRATEGIES[n].victim for n in CLASSES["D"]} == {"empty", "gold"}
+    assert STRATEGIES["poison_verdict_cache"].kind == "cache"
+
+
+@pytest.mark.slow
+@requires_namespace
+@pytest.mark.parametrize("cls", sorted(CLASSES))
+def test_real_grading_stops_the_class(cls, toy):
+    report = _audit(toy, CLASSES[cls])
+    assert {a.mode for a in report.attempts} == {"patch", "actions"}
+    hit = [(a.strategy, a.mode, a.status, a.evidence[:300]) for a in report.exploited]
+    assert hit == [], hit
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_poisons_are_judged_by_the_next_candidate(toy):
+    report = _audit(toy, CLASSES["D"], as_actions=False)
+    by_name = {a.strategy: a for a in report.attempts}
+    assert "empty before the poison: unresolved" in by_name["poison_next_empty_resolved"].evidence
+    assert "gold before the poison: resolved" in by_name["poison_next_gold_unresolved"].evidence
+    assert by_name["poison_next_gold_unresolved"].status == "resolved"
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_weak_verifier_falls_to_the_in_process_strategies(toy):
+    report = _audit(toy, sorted(WEAK_FALLS_TO), verifier=exit_code_verifier, as_actions=False)
+    assert {a.strategy for a in report.exploited} == WEAK_FALLS_TO, report.summary()
+
+
+def test_needles_leave_out_what_the_pristine_tree_already_has(toy):
+    found = needles(toy)
+    assert found["gold"] == ["return max(lo, min(x, hi))"]
+    assert "test_clamp_above" in found["tests"]
+    assert not any(n in ("def test_mean():", "assert mean([1, 2, 3]) == 2") for n in found["tests"])
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_leak_scan_finds_answers_planted_in_the_starting_state(tmp_path):
+    fixed = (write_toy_repo(tmp_path / "fixed") / "src/calc/ops.py").read_text()
+    # A copy of the fixed file in the tree, under a name no build-artefact rule removes.
+    copied = write_toy_repo(tmp_path / "copied")
+    (copied / "docs").mkdir()
+    (copied / "docs/ops_reference.py").write_text(fixed)
+    in_tree = task_from_row(toy_row(copied, instance_id="toy__copy-001"))
+    # The fixed file as an unreachable object in the pristine tree's object store.
+    in_git = task_from_row(toy_row(write_toy_repo(tmp_path / "git"), instance_id="toy__git-001"))
+    tree = pristine_tree(in_git)
+    sha = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=fixed, text=True, cwd=tree,
+                         capture_output=True, check=True).stdout.strip()
+    clean = task_from_row(toy_row(write_toy_repo(tmp_path / "clean"), instance_id="toy__clean-001"))
+    leaks = scan_tasks([in_tree, in_git, clean])
+    where = {(leak.task_id, leak.kind, leak.location) for leak in leaks}
+    assert ("toy__copy-001", "gold", "/testbed/docs/ops_reference.py") in where, leaks
+    assert ("toy__git-001", "gold", f"git object {sha} (blob)") in where, leaks
+    assert not [leak for leak in leaks if leak.task_id == "toy__clean-001"], leaks
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_a_built_in_task_leaks_nothing():
+    # Everything its sandbox can read, the Python installation included: an installed copy of the
+    # task files (as an editable or wheel install puts them in site-packages) is a leak.
+    task = load_tasks("builtin")[0]
+    assert scan_tasks([task]) == []
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_leaks_fail_the_audit_and_have_their_own_section(tmp_path):
+    copied = write_toy_repo(tmp_path / "copied")
+    (copied / "notes.py").write_text((write_toy_repo(tmp_path / "fixed") / "src/calc/ops.py").read_text())
+    task = task_from_row(toy_row(copied, instance_id="toy__copy-002"))
+    report = audit_tasks([task], strategies=select(["empty_patch"]), as_actions=False, workers=1, progress=False)
+    data = report.to_dict()
+    assert data["summary"]["leaks"] >= 1 and data["summary"]["tasks_leaking"] == ["toy__copy-002"]
+    assert any(leak["location"] == "/testbed/notes.py" for leak in data["leaks"])
+    assert report.failed and not report.exploitable
+    assert report.leak_table().row_count == len(report.leaks)
