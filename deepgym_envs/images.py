@@ -51,6 +51,7 @@ def dockerfile() -> Path:
 def build_image(spec: ImageBuild = ImageBuild(), log=print) -> str:
     """Build the image; returns its tag. Idempotent: an unchanged build is answered from the cache."""
     from deepgym_envs.sandbox.docker import default_image, engine
+    from deepgym_envs.sandbox.docker_support import SANDBOX_UID
 
     client = engine()
     tag = spec.tag or default_image()
@@ -64,7 +65,7 @@ def build_image(spec: ImageBuild = ImageBuild(), log=print) -> str:
     log(f"building {tag} from {base}")
     with tempfile.TemporaryDirectory(prefix="deepgym-image-") as ctx:
         shutil.copyfile(dockerfile(), os.path.join(ctx, "Dockerfile"))
-        for event in client.api.build(path=ctx, tag=tag, buildargs={"BASE": base}, rm=True, forcerm=True,
+        for event in client.api.build(path=ctx, tag=tag, buildargs={"BASE": base, "SANDBOX_UID": str(SANDBOX_UID)}, rm=True, forcerm=True,
                                       pull=False, decode=True, labels={"deepgym.image": "builtin"}):
             if "error" in event:
                 hint = (" (no registry reachable? try `deepgym images build --offline`)"

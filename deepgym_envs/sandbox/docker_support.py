@@ -25,7 +25,9 @@ from collections.abc import Iterable
 from deepgym_envs.sandbox.support import _FILES
 
 #: The uid and gid of sandboxed commands when the host user is root: not 0, and no one's on the
-#: host (Debian hands out 60000-64999 per package, so no system account gets it by chance).
+#: host (Debian hands out 60000-64999 per package, so no system account gets it by chance). Not
+#: the namespace backend's host uid either: RLIMIT_NPROC counts a uid's processes host-wide, and a
+#: container's would eat into the namespace sandboxes' allowance. The built-in image names it.
 SANDBOX_UID = SANDBOX_GID = 64000
 
 SUPPORT_DIR = "/deepgym"
