@@ -371,6 +371,9 @@ class DockerSandbox(CopiedWorkspace):
             own_paths(self._workspace, self._changed_paths(), self._owner)
 
     def _reset_workspace(self) -> None:
+        git_dir = os.path.join(self._workspace, ".git")
+        if os.path.islink(git_dir) or os.path.isfile(git_dir):  # rmtree would leave it, and the copy fail
+            os.unlink(git_dir)
         if not self._volumes:
             super()._reset_workspace()
             return

@@ -251,3 +251,16 @@ def test_reset_empties_shared_memory(box):
     box.exec("echo x > /dev/shm/left; echo y > /tmp/left")
     box.reset()
     assert box.exec(["ls", "-A", "/dev/shm", "/tmp"]).stdout.split() == ["/dev/shm:", "/tmp:"]
+
+
+def test_reset_restores_a_git_directory_swapped_for_a_link(box, tmp_path):
+    """A .git replaced by a link (or a file) made reset fail: the next episode could not start."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    box.exec(["sh", "-c", f"rm -rf .git && ln -s {outside} .git"])
+    box.reset()
+    assert list(outside.iterdir()) == []
+    assert box.exec(["git", "status", "--porcelain"]).stdout == ""
+    box.exec("rm -rf .git && echo 'gitdir: /nowhere' > .git")
+    box.reset()
+    assert box.exec(["git", "rev-parse", "--is-inside-work-tree"]).stdout.strip() == "true"
