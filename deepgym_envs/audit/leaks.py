@@ -113,14 +113,14 @@ class _Needles:
         base = [s for k in ("gold", "tests") for s in self.by_kind[k]] + list(self.context.values())
         return list(dict.fromkeys(base + [_escaped(s) for s in base]))
 
+    def threshold(self, kind: str) -> int:
+        n = len(self.by_kind.get(kind, []))
+        return max(min(2, n), math.ceil(n / 2))
+
 
 def _escaped(text: str) -> str:
     """The text as it reads inside a JSON string (a task file holds its patches so)."""
     return json.dumps(text)[1:-1]
-
-    def threshold(self, kind: str) -> int:
-        n = len(self.by_kind.get(kind, []))
-        return max(min(2, n), math.ceil(n / 2))
 
 
 def task_needles(task: Task, tree: Path | None = None) -> _Needles:
