@@ -12,6 +12,7 @@ not know are kept in :attr:`Task.extra` and written back by :meth:`Task.to_dict`
 from __future__ import annotations
 
 import dataclasses
+import os
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +194,21 @@ def builtin_dir() -> Path:
     raise TaskFormatError(str(here), None, None, "the built-in task set is missing from this install")
 
 
+#: Directories task data was loaded from in this process (task files, their repositories): they
+#: hold gold patches and hidden tests, so sandboxes hide them wherever a bind would show them.
+_TASK_SOURCES: set[str] = set()
+
+
+def task_sources() -> frozenset[str]:
+    """Every directory this process loaded task data from (real paths)."""
+    return frozenset(_TASK_SOURCES)
+
+
+def _remember_source(path: str | Path) -> None:
+    path = os.path.realpath(path)
+    _TASK_SOURCES.add(path if os.path.isdir(path) else os.path.dirname(path))
+
+
 def load_tasks(source: str | Path = "builtin") -> list[Task]:
     """Load a task set: ``"builtin"``, a ``.jsonl`` file, a directory of ``.jsonl`` files, or a
     SWE-bench-style dataset saved by ``datasets`` / as ``.parquet`` or ``.arrow`` files (:mod:`deepgym_envs.hfdata`).
@@ -203,6 +219,7 @@ def load_tasks(source: str | Path = "builtin") -> list[Task]:
         root = builtin_dir()
     else:
         root = Path(source).expanduser()
+    _remember_source(root)
     if root.suffix in (".parquet", ".arrow") or (root.is_dir() and not any(root.glob("*.jsonl"))):
         from deepgym_envs.hfdata import is_dataset, load_dataset_tasks  # pyarrow/datasets only when needed
 
@@ -242,6 +259,7 @@ def _load_file(file: Path) -> list[Task]:
             task = task_from_row(row, path=str(file), line=lineno)
             if task.repo_path:
                 task.repo_path = str((file.parent / task.repo_path).resolve())
+                _remember_source(task.repo_path)
             tasks.append(task)
     return tasks
 

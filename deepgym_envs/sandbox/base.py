@@ -7,6 +7,7 @@ process-tree kill, host-side file access with path checks, and diffs are written
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import selectors
@@ -16,9 +17,10 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 from deepgym_envs.errors import InfrastructureError, SandboxError, ToolError
+from deepgym_envs.sandbox import identity
 from deepgym_envs.trees import run_git
 
 #: Where the repository appears inside every sandbox (SWE-bench images use the same path).
@@ -132,8 +134,8 @@ class HostViewSandbox:
         """The workspace's root as the host sees it."""
         raise NotImplementedError
 
-    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
-        """The host argv that runs ``cmd`` inside the sandbox."""
+    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: Sequence[int] = ()) -> list[str]:
+        """The host argv that runs ``cmd`` inside the sandbox (``fds``: from :meth:`_command_fds`)."""
         raise NotImplementedError
 
     def _git_view(self) -> tuple[list[str], str]:
@@ -143,6 +145,23 @@ class HostViewSandbox:
     def _changed_paths(self) -> list[str] | None:
         """Paths that may differ from pristine, or None for "look at everything"."""
         return None
+
+    def _pristine_git_dir(self) -> str:
+        """The pristine repository's ``.git`` as the programs of :meth:`_git_view` see it."""
+        return str(self.pristine / ".git")
+
+    def _scratch_dir(self) -> str | None:
+        """Where those programs may write a temporary index (None: the host's temp directory)."""
+        return None
+
+    def _command_fds(self) -> list[int]:
+        """Descriptors one command inherits (opened afresh per command, closed once it started)."""
+        return []
+
+    def _host_writes(self) -> contextlib.AbstractContextManager:
+        """Context for host-side writes into the workspace (the namespace backend writes as the
+        sandbox uid when it runs as root, so sandboxed code owns what the tools wrote)."""
+        return contextlib.nullcontext()
 
     # -- commands ------------------------------------------------------------------------------
     def exec(self, cmd: list[str] | str, timeout: float | None = None, *, env: dict[str, str] | None = None,
@@ -155,10 +174,15 @@ class HostViewSandbox:
         pipe = os.pipe() if report else None
         if pipe:
             full_env["DEEPGYM_REPORT_FD"] = str(pipe[1])
-        return run_process(self._argv(argv, full_env, inner_cwd), timeout or self.limits.timeout,
-                           self.limits, preexec=functools.partial(apply_rlimits, self.limits, baseline,
-                                                                  self._cgroup),
-                           report_pipe=pipe)
+        fds = self._command_fds()
+        try:
+            return run_process(self._argv(argv, full_env, inner_cwd, fds), timeout or self.limits.timeout,
+                               self.limits, preexec=functools.partial(apply_rlimits, self.limits, baseline,
+                                                                      self._cgroup),
+                               report_pipe=pipe, pass_fds=fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def apply_patch(self, diff: str) -> None:
         self._check_open()
@@ -194,10 +218,11 @@ class HostViewSandbox:
         host = self.resolve(path)
         if os.path.isdir(host):
             raise ToolError(f"{path}: is a directory")
-        os.makedirs(os.path.dirname(host), exist_ok=True)
         try:
-            with open(host, "wb") as fh:
-                fh.write(data)
+            with self._host_writes():
+                os.makedirs(os.path.dirname(host), exist_ok=True)
+                with open(host, "wb") as fh:
+                    fh.write(data)
         except OSError as exc:
             raise ToolError(f"{path}: cannot write: {exc.strerror}") from None
 
@@ -208,14 +233,15 @@ class HostViewSandbox:
     def remove(self, path: str) -> None:
         self._check_open()
         host = self.resolve(path, follow_last=False)
-        try:
-            os.unlink(host)
-        except FileNotFoundError:
-            pass
-        except IsADirectoryError:
-            import shutil
+        with self._host_writes():
+            try:
+                os.unlink(host)
+            except FileNotFoundError:
+                pass
+            except IsADirectoryError:
+                import shutil
 
-            shutil.rmtree(host)
+                shutil.rmtree(host)
 
     def list_dir(self, path: str = ".") -> list[DirEntry]:
         self._check_open()
@@ -243,13 +269,15 @@ class HostViewSandbox:
         """
         self._check_open()
         wrap, root = self._git_view()
-        return workspace_diff(self.pristine, root, self._changed_paths(), wrap)
+        return workspace_diff(self._pristine_git_dir(), root, self._changed_paths(), wrap,
+                              scratch=self._scratch_dir())
 
     def changed_files(self) -> list[str]:
         """Every path that differs from the pristine tree, ``.gitignore`` disregarded (exact names)."""
         self._check_open()
         wrap, root = self._git_view()
-        out = workspace_diff(self.pristine, root, self._changed_paths(), wrap, names_only=True)
+        out = workspace_diff(self._pristine_git_dir(), root, self._changed_paths(), wrap, names_only=True,
+                             scratch=self._scratch_dir())
         return [p for p in out.split("\0") if p]
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -281,17 +309,19 @@ def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **(extra or {})}
 
 
-def workspace_diff(pristine: Path, root: str, changed: list[str] | None, wrap: list[str] | None = None,
-                   names_only: bool = False) -> str:
-    """A binary-safe git diff of ``root`` against the pristine tree's HEAD.
+def workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: list[str] | None = None,
+                   names_only: bool = False, scratch: str | None = None) -> str:
+    """A binary-safe git diff of ``root`` against the HEAD of the pristine ``git_dir``.
 
     ``names_only``: the changed paths instead (NUL-separated, no renames), with files the
-    repository's ``.gitignore`` hides included, as grading must see everything.
+    repository's ``.gitignore`` hides included, as grading must see everything. ``scratch``: a
+    directory the ``wrap``ped git may write its temporary index in.
     """
     import tempfile
 
-    git_dir = str(pristine / ".git")
-    with tempfile.TemporaryDirectory(prefix="deepgym-index-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="deepgym-index-", dir=scratch) as tmp:
+        if scratch is not None:
+            identity.give(tmp)  # the wrapped git runs as the sandbox uid
         index = os.path.join(tmp, "index")
         excludes = os.path.join(tmp, "exclude")
         Path(excludes).write_text("\n".join((".git", *DIFF_EXCLUDES)) + "\n")
@@ -425,7 +455,8 @@ def _set_pdeathsig() -> None:
 
 
 def run_process(argv: list[str], timeout: float, limits: SandboxLimits, *, preexec=None,
-                stdin: bytes | None = None, report_pipe: tuple[int, int] | None = None) -> ExecResult:
+                stdin: bytes | None = None, report_pipe: tuple[int, int] | None = None,
+                pass_fds: Sequence[int] = ()) -> ExecResult:
     """Run argv in its own process group with a deadline and an output cap; kill the group on timeout.
 
     ``report_pipe`` (read end, write end): the write end is inherited by the command, and what
@@ -436,7 +467,7 @@ def run_process(argv: list[str], timeout: float, limits: SandboxLimits, *, preex
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                 preexec_fn=preexec, close_fds=True,
-                                pass_fds=(report_pipe[1],) if report_pipe else ())
+                                pass_fds=(*pass_fds, *((report_pipe[1],) if report_pipe else ())))
     except OSError as exc:
         if report_pipe:
             os.close(report_pipe[0])

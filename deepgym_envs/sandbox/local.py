@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import warnings
+from typing import Sequence
 from pathlib import Path
 
 from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits, task_python_env
@@ -86,7 +87,7 @@ class LocalSandbox(CopiedWorkspace):
         self.workdir = self._workspace
         self.support_dir = support_host_dir()
 
-    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
+    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: Sequence[int] = ()) -> list[str]:
         path = (f"{self.support_dir}/bin:{os.path.dirname(os.path.abspath(sys.executable))}:"
                 f"{env.get('PATH', '/usr/bin:/bin')}")
         if self._python_prefix:

@@ -8,11 +8,19 @@ Two layers, because Debian's bubblewrap (0.8) cannot mount overlays itself:
    milliseconds and copies nothing; reset replaces it with a fresh one.
 2. Each command enters the holder's namespaces (``nsenter``) and runs under ``bwrap``: a new
    PID namespace (a timeout kills the whole tree), no network, the system bound read-only,
-   the workspace at ``/testbed``, ``/tmp`` a size-capped tmpfs, rlimits on memory, processes and
-   file size. Host-side file access goes through ``/proc/<holder>/root`` and never starts a process.
+   the workspace at ``/testbed``, ``/tmp`` and ``/dev/shm`` on the size-capped tmpfs, the rest of
+   ``/`` and ``/dev`` read-only, rlimits on memory, processes and file size. Host-side file
+   access goes through ``/proc/<holder>/root`` and never starts a process.
+
+Least privilege (DESIGN §6): every command runs in a user namespace of its own as uid 1000 with
+no capabilities in any set, ``no_new_privs`` and the seccomp filter of :mod:`.seccomp`. The
+holder's namespace maps the invoking user, or, when that is root, the unprivileged uid of
+:mod:`.identity`: root is never mapped, so nothing in a sandbox acts as the host's root. As root,
+the holder first binds what that uid could not reach (a Python under ``/root``, the pristine
+tree) into the sandbox's own directory, read-only, and then drops to it.
 
 Only the system directories and the Python installation are visible inside; the task files
-(which hold hidden tests and gold patches) are not.
+(which hold hidden tests and gold patches), the tree cache and the package are not.
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
+from deepgym_envs.sandbox import identity, seccomp
 from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, remove_tree,
                                        task_python_env)
 from deepgym_envs.sandbox.cgroup import PidsCgroup
@@ -37,12 +47,30 @@ _HOLDER_SCRIPT = r"""
 set -e
 mount -t tmpfs -o "size=$2,mode=0755" deepgym "$1"
 mount --make-shared "$1"  # so renew()'s new overlays show in every bubblewrap view of this sandbox
-mkdir "$1/upper" "$1/work" "$1/merged" "$1/tmp"
+mkdir "$1/upper" "$1/work" "$1/merged" "$1/tmp" "$1/shm" "$1/empty"
 mount -t overlay overlay -o "lowerdir=$3,upperdir=$1/upper,workdir=$1/work,userxattr" "$1/merged"
 echo ready
 read -r _ || true  # our stdin is a pipe from the owning process: EOF when it dies, for any reason
 """
-#: renew(): drop the last renewed layer, mount a fresh one over the workspace, empty /tmp.
+#: As root, before the holder: in a mount namespace of its own, bind what the unprivileged
+#: sandbox uid cannot reach (a tree or a Python under /root) into the sandbox's directory, then
+#: become that uid and start the holder there. Root's own uid is never mapped into the sandbox.
+_ROOT_STAGE_SCRIPT = r"""
+set -e
+tmp=$1 size=$2 lower=$3 uid=$4 holder=$5
+shift 5
+mkdir -p "$tmp/lower"  # -p: the spare holder's mount points have the same names, in another namespace
+mount --bind "$lower" "$tmp/lower"
+i=0
+for src in "$@"; do
+  mkdir -p "$tmp/ro$i"
+  mount --bind "$src" "$tmp/ro$i"
+  i=$((i + 1))
+done
+exec setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
+  unshare --user --map-root-user --mount --net -- sh -c "$holder" deepgym-holder "$tmp/mnt" "$size" "$tmp/lower"
+"""
+#: renew(): drop the last renewed layer, mount a fresh one over the workspace, empty /tmp and /dev/shm.
 _RENEW_SCRIPT = r"""
 set -e
 mnt=$1 layer=$2 lower=$3 old=$4
@@ -50,6 +78,7 @@ shift 4
 if [ -n "$old" ]; then umount "$mnt/merged" || umount -l "$mnt/merged"; rm -rf "$old"; fi
 mkdir "$layer" "$layer/upper" "$layer/work"
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$layer/upper,workdir=$layer/work,userxattr" "$mnt/merged"
+find "$mnt/shm" -mindepth 1 -delete
 find "$mnt/tmp" -mindepth 1 -depth "$@" -delete
 """
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
@@ -105,11 +134,23 @@ class NamespaceSandbox(HostViewSandbox):
         lower = str(Path(pristine).resolve())
         if any(c in lower for c in ",:\n"):
             raise SandboxUnavailable(f"pristine tree path {lower!r} has a character overlayfs cannot take")
-        self._lower = lower
+        self._as_root = identity.running_as_root()
         # The owner's pid in the name: a leak check (or a reaper) can tell whose it is.
         self._tmp = tempfile.mkdtemp(prefix=f"deepgym-ns-{os.getpid()}-")
         self._mnt = os.path.join(self._tmp, "mnt")
         os.mkdir(self._mnt)
+        self._host_lower = lower
+        # Read-only binds of Python and deepgym's files: (host source, path inside). As root, the
+        # holder binds each source under our directory first, since the sandbox uid may not reach it.
+        self._ro_binds = [*_python_binds(), *((self._python_prefix, self._python_prefix),) * bool(self._python_prefix)]
+        if self._as_root:
+            identity.give_tree(lower)
+            identity.give(self._tmp, recursive=True)
+            self._lower = f"{self._tmp}/lower"
+            self._bind_sources = [f"{self._tmp}/ro{i}" for i in range(len(self._ro_binds))]
+        else:
+            self._lower = lower
+            self._bind_sources = [src for src, _ in self._ro_binds]
         self._holder: subprocess.Popen | None = None
         self._spare: subprocess.Popen | None = None  # the next reset's holder, started ahead
         self._dying: list[subprocess.Popen] = []  # killed holders not yet reaped
@@ -127,13 +168,17 @@ class NamespaceSandbox(HostViewSandbox):
     def _spawn_holder(self) -> subprocess.Popen:
         """Start a holder without waiting for it to mount the workspace."""
         size = str(self.limits.disk_bytes) if self.limits.disk_bytes else "50%"
-        return subprocess.Popen(
-            ["unshare", "--user", "--map-root-user", "--mount", "--net", "--",
-             "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower],
-            # Not PR_SET_PDEATHSIG: that fires when the *thread* that started the holder exits,
-            # and environments are often created in worker threads.
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, close_fds=True)
+        if self._as_root:
+            argv = ["unshare", "--mount", "--propagation", "private", "--",
+                    "sh", "-c", _ROOT_STAGE_SCRIPT, "deepgym-holder-root", self._tmp, size, self._host_lower,
+                    str(identity.service_uid()), _HOLDER_SCRIPT, *(src for src, _ in self._ro_binds)]
+        else:
+            argv = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--",
+                    "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower]
+        # Not PR_SET_PDEATHSIG: that fires when the *thread* that started the holder exits,
+        # and environments are often created in worker threads.
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True)
 
     def _start_holder(self, holder: subprocess.Popen | None = None) -> None:
         """Make ``holder`` (a new one if None) this sandbox's, once its workspace is mounted."""
@@ -169,8 +214,24 @@ class NamespaceSandbox(HostViewSandbox):
         return f"/proc/{self._holder_pid()}/root{self._mnt}/merged"
 
     def _enter(self) -> list[str]:
-        """argv prefix that runs a host program inside the holder's namespaces (no bwrap)."""
-        return ["nsenter", "-t", str(self._holder_pid()), "-U", "-m", "-n", "--preserve-credentials", "--"]
+        """argv prefix that runs a host program inside the holder's namespaces (no bwrap).
+
+        As root it becomes the namespace's root, that is the sandbox uid: what it writes is the
+        sandbox's, and it reads nothing that uid could not. An ordinary user stays itself."""
+        keep = () if self._as_root else ("--preserve-credentials",)
+        return ["nsenter", "-t", str(self._holder_pid()), "-U", "-m", "-n", *keep, "--"]
+
+    def _pristine_git_dir(self) -> str:
+        return f"{self._lower}/.git"
+
+    def _scratch_dir(self) -> str:
+        return self._tmp
+
+    def _command_fds(self) -> list[int]:
+        return [seccomp.program_fd()]
+
+    def _host_writes(self):
+        return identity.acting_as_sandbox()
 
     def _git_view(self) -> tuple[list[str], str]:
         # Paths under /proc/<pid>/root do not survive git's realpath(); run git in the namespace.
@@ -191,18 +252,33 @@ class NamespaceSandbox(HostViewSandbox):
         return [c for c in changed if c != ".git" and not c.startswith(".git/")]
 
     # -- commands ------------------------------------------------------------------------------
-    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str) -> list[str]:
+    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: Sequence[int] = ()) -> list[str]:
+        """``fds``: what :meth:`_command_fds` opened for this command (the seccomp program)."""
         env = task_python_env(env, self._python_prefix, self._pythonpath, self.workdir)
         env["PATH"] = f"{SUPPORT_DIR}/bin:{_python_bin_dir()}:{env.get('PATH', '/usr/bin:/bin')}"
         if self._python_prefix:  # the task's interpreter wins over deepgym's `python` wrapper
             env["PATH"] = f"{self._python_prefix}/bin:{env['PATH']}"
+        binds: list[str] = []
+        for src, (_, dest) in zip(self._bind_sources, self._ro_binds):
+            binds += ["--ro-bind", src, dest]
+        # Whatever of the package, its task files or the tree cache a bind above covers is hidden
+        # (and a bind that lies inside what was hidden, a task's environment say, is made again).
+        hidden = _hidden_paths(tuple(dest for _, dest in self._ro_binds))
+        for path in hidden:
+            binds += ["--ro-bind", f"{self._mnt}/empty", path]
+        for src, (_, dest) in zip(self._bind_sources, self._ro_binds):
+            if _covered(dest, hidden):
+                binds += ["--ro-bind", src, dest]
         # /tmp first: a Python installed under /tmp (a CI venv) is then bound on top of it.
         argv = [*self._enter(), "bwrap",
+                "--unshare-user", "--uid", str(identity.SANDBOX_UID), "--gid", str(identity.SANDBOX_UID),
+                "--disable-userns", "--cap-drop", "ALL", *(("--seccomp", str(fds[0])) if fds else ()),
                 "--bind", f"{self._mnt}/tmp", "/tmp",
-                *_system_binds(),
-                *(("--ro-bind", self._python_prefix, self._python_prefix) if self._python_prefix else ()),
+                *_system_binds(), *binds,
                 "--bind", f"{self._mnt}/merged", self.workdir,
-                "--dev", "/dev", "--proc", "/proc",
+                "--dev", "/dev", "--bind", f"{self._mnt}/shm", "/dev/shm", "--proc", "/proc",
+                # Nothing else is writable: the tmpfs bubblewrap builds / and /dev on is not capped.
+                "--remount-ro", "/dev", "--remount-ro", "/",
                 "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox",
                 "--chdir", cwd, "--clearenv"]
         for key, value in env.items():
@@ -339,35 +415,49 @@ def _python_bin_dir() -> str:
 
 @functools.lru_cache(maxsize=1)
 def _system_binds() -> tuple[str, ...]:
-    """Read-only binds: system directories, this Python and its packages, deepgym's support files."""
-    from deepgym_envs.sandbox.support import support_host_dir
-
+    """bwrap arguments for the system directories, read-only (readable by any user anyway)."""
     args: list[str] = []
-    bound: list[str] = []
-
-    def covered(path: str) -> bool:
-        return any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound)
-
     for d in _SYSTEM_DIRS:
         if os.path.islink(d):
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
-            bound.append(d)
+    return tuple(args)
+
+
+@functools.lru_cache(maxsize=1)
+def _python_binds() -> tuple[tuple[str, str], ...]:
+    """(source, destination) read-only binds: this Python and its packages, deepgym's support files."""
+    from deepgym_envs.sandbox.support import support_host_dir
+
+    bound = [d for d in _SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
     import site
 
     candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix,
                   os.path.dirname(_python_bin_dir()), *site.getsitepackages()]
     if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
         candidates.append(site.getusersitepackages())
+    out: list[tuple[str, str]] = []
     for path in sorted({os.path.realpath(p) for p in candidates if os.path.isdir(p)}, key=len):
-        if not covered(path):
-            args += ["--ro-bind", path, path]
+        if not _covered(path, bound):
+            out.append((path, path))
             bound.append(path)
-    # Hide this package (its task data holds hidden tests and gold patches) wherever it is bound.
+    out.append((support_host_dir(), SUPPORT_DIR))
+    return tuple(out)
+
+
+def _covered(path: str, dirs: list[str] | tuple[str, ...]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+def _hidden_paths(extra_dests: tuple[str, ...]) -> list[str]:
+    """Directories with hidden data (this package and its task files, the tree cache, every
+    directory a task file was loaded from) that a read-only bind would otherwise show."""
+    from deepgym_envs.tasks import task_sources
+    from deepgym_envs.trees import cache_root
+
+    bound = [d for d in _SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)] + list(extra_dests)
     pkg = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
-    for hidden in (pkg, os.path.join(os.path.dirname(pkg), "tasks")):
-        if covered(hidden) and os.path.isdir(hidden):
-            args += ["--tmpfs", hidden]
-    args += ["--ro-bind", support_host_dir(), SUPPORT_DIR]
-    return tuple(args)
+    secrets = {pkg, os.path.join(os.path.dirname(pkg), "tasks"), os.path.realpath(cache_root()),
+               *task_sources()}
+    return sorted(s for s in secrets if _covered(s, bound) and os.path.isdir(s))

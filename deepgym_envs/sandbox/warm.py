@@ -74,15 +74,16 @@ class WarmRunner:
         if self._proc is not None:
             return
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fds = self.sandbox._command_fds()
         try:
             support = self.sandbox.support_dir
             cmd = ["python", f"{support}/{SERVER}", str(server_end.fileno())]
             # "/" not the workspace: nothing of the repository is on the server's path.
-            argv = self.sandbox._argv(cmd, command_env(self.env), "/")
+            argv = self.sandbox._argv(cmd, command_env(self.env), "/", fds)
             limits = self.sandbox.limits
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True, pass_fds=(server_end.fileno(),),
+                start_new_session=True, close_fds=True, pass_fds=(server_end.fileno(), *fds),
                 preexec_fn=functools.partial(_server_preexec, limits, user_process_baseline(),
                                              self.sandbox._cgroup))
         except OSError:
@@ -91,6 +92,8 @@ class WarmRunner:
             return
         finally:
             server_end.close()
+            for fd in fds:
+                os.close(fd)
         self._ctrl = host_end
         self._ready = False
 
