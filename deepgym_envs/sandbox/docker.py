@@ -73,8 +73,9 @@ while :; do
 done
 """
 _KILL_ALL = ["sh", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
-#: Scratch a command may leave behind, emptied by reset (the workspace is reset from the host).
-_SCRATCH = ("/tmp", "/dev/shm", "/dev/mqueue")
+#: Emptied by reset (the workspace is reset from the host): scratch files, and System V IPC
+#: objects, which live in the container's IPC namespace as long as it does.
+_CLEAR_SCRATCH = ["sh", "-c", "find /tmp /dev/shm -mindepth 1 -delete; ipcrm --all 2>/dev/null; exit 0"]
 _PAGE = 4096
 
 
@@ -197,7 +198,9 @@ class DockerSandbox(CopiedWorkspace):
             kwargs["pids_limit"] = lim.max_processes
         if lim.cpus:
             kwargs["nano_cpus"] = int(lim.cpus * 1e9)
-        ulimits = [docker.types.Ulimit(name="core", soft=0, hard=0)]
+        # No POSIX message queues: the kernel counts their bytes per uid across every container.
+        ulimits = [docker.types.Ulimit(name="core", soft=0, hard=0),
+                   docker.types.Ulimit(name="msgqueue", soft=0, hard=0)]
         if lim.disk_bytes:
             ulimits.append(docker.types.Ulimit(name="fsize", soft=lim.disk_bytes, hard=lim.disk_bytes))
         mounts = [docker.types.Mount(SUPPORT_DIR, docker_support_dir(), type="bind", read_only=True)]
@@ -395,7 +398,7 @@ class DockerSandbox(CopiedWorkspace):
         self._check_open()
         with self._lock:
             if self._tmp_dirty:  # only commands write scratch (and no process outlives its command)
-                res = self._run([EXEC_WRAPPER, "find", *_SCRATCH, "-mindepth", "1", "-delete"],
+                res = self._run([EXEC_WRAPPER, *_CLEAR_SCRATCH],
                                 {"PATH": "/usr/bin:/bin"}, "/", 60)
                 if res.timed_out:
                     raise SandboxError("docker sandbox did not reset: emptying /tmp timed out")

@@ -246,11 +246,36 @@ def test_files_the_host_writes_are_the_sandbox_users(box):
     assert sorted(box.changed_files()) == ["src/calc/fresh.py", "src/calc/ops.py"]
 
 
+SYSV_SEGMENT = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.shmget(0, 1 << 20, 0o1600))  # IPC_PRIVATE, IPC_CREAT | 0600
+"""
+
+
 def test_reset_empties_shared_memory(box):
-    """/dev/shm outlived reset: one episode could leave files for the next."""
+    """/dev/shm and System V segments outlived reset: one episode could leave state for the next."""
     box.exec("echo x > /dev/shm/left; echo y > /tmp/left")
+    assert int(python(box, SYSV_SEGMENT).stdout) >= 0
+    segments = ["cat", "/proc/sysvipc/shm"]  # a header line, then one line per segment
+    assert len(box.exec(segments).stdout.splitlines()) == 2
     box.reset()
     assert box.exec(["ls", "-A", "/dev/shm", "/tmp"]).stdout.split() == ["/dev/shm:", "/tmp:"]
+    assert len(box.exec(segments).stdout.splitlines()) == 1
+
+
+MQUEUE = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.mq_open(b"/probe", 0o102, 0o600, None), ctypes.get_errno())  # O_CREAT | O_RDWR
+"""
+
+
+def test_no_posix_message_queues(box):
+    """/dev/mqueue is writable, and its bytes are counted per uid across every container: one
+    sandbox could use up what every other one gets. None may be created."""
+    fd, code = map(int, python(box, MQUEUE).stdout.split())
+    assert fd == -1 and code != 0
 
 
 def test_reset_restores_a_git_directory_swapped_for_a_link(box, tmp_path):
