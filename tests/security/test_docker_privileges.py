@@ -162,7 +162,7 @@ def test_every_writable_place_is_size_capped(box):
 
 
 def test_writable_mounts_are_capped_tmpfs(box):
-    """Every mount the sandbox's uid can write to is a tmpfs with a size (mqueue: RLIMIT_MSGQUEUE)."""
+    """Every mount the sandbox's uid can write to is a tmpfs with a size (mqueue: RLIMIT_MSGQUEUE is 0)."""
     mounts = box.exec(["cat", "/proc/mounts"]).stdout.splitlines()
     writable = set(box.exec(WRITABLE_PROBE).stdout.split())
     seen = {}
