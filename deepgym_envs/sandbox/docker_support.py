@@ -77,8 +77,8 @@ def docker_support_dir() -> str:
 
 def sandbox_user() -> tuple[int, int]:
     """(uid, gid) commands run as: the host user's own, or :data:`SANDBOX_UID` in place of root."""
-    uid = os.getuid()
-    return (SANDBOX_UID, SANDBOX_GID) if uid == 0 else (uid, os.getgid())
+    uid = os.geteuid()
+    return (SANDBOX_UID, SANDBOX_GID) if uid == 0 else (uid, os.getegid())
 
 
 def own_paths(root: str, paths: Iterable[str], owner: tuple[int, int]) -> None:
