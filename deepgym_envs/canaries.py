@@ -208,48 +208,62 @@ def _class_name(layout: _Layout, rng: random.Random) -> str:
 
 # -- what canaries do ----------------------------------------------------------------------------
 def _body(rng: random.Random, expect: Expect, *, unittest: bool) -> list[str]:
-    """A few lines of ordinary computation and one equality check, true iff ``expect`` is passed."""
-    setup, var, right, wrong = rng.choice(_TEMPLATES)(rng)
+    """A few lines of ordinary computation and one equality check, true iff ``expect`` is passed.
+
+    A must-fail canary fails either by its check or, a third of the time, by an error of the
+    computation itself (an index or key that is not there), as real failures do: a forger that
+    spares failures other than assertion errors still meets canaries among them.
+    """
+    setup, var, right, wrong, raising = rng.choice(_TEMPLATES)(rng)
     value = right if expect == "passed" else wrong
+    if expect == "failed" and raising and rng.random() < 1 / 3:
+        var, value = raising, right
     check = f"self.assertEqual({var}, {value!r})" if unittest else f"assert {var} == {value!r}"
     return [*setup, check]
 
 
-def _ints(rng: random.Random) -> tuple[list[str], str, object, object]:
+#: (setup lines, expression, its value, a wrong value, an expression that raises or "")
+Template = tuple[list[str], str, object, object, str]
+
+
+def _ints(rng: random.Random) -> Template:
     values = [rng.randint(1, 40) for _ in range(rng.randint(3, 5))]
     k = rng.randint(2, 5)
     right = sum(v * k for v in values)
     return ([f"values = {values!r}", f"total = sum(v * {k} for v in values)"], "total", right,
-            right + rng.choice([-3, -2, -1, 1, 2, 3]))
+            right + rng.choice([-3, -2, -1, 1, 2, 3]), f"total // (values[0] - {values[0]})")
 
 
-def _split(rng: random.Random) -> tuple[list[str], str, object, object]:
+def _split(rng: random.Random) -> Template:
     words = rng.sample(WORDS, 4)
     sep = rng.choice(["-", ",", "/", ":"])
     i = rng.randrange(4)
     return ([f"joined = {sep!r}.join({words!r})", f"parts = joined.split({sep!r})"], f"parts[{i}]",
-            words[i], words[(i + 1) % 4])
+            words[i], words[(i + 1) % 4], "parts[4]")
 
 
-def _counts(rng: random.Random) -> tuple[list[str], str, object, object]:
+def _counts(rng: random.Random) -> Template:
     word = rng.choice([w for w in WORDS if len(set(w)) < len(w)])
     ch = max(set(word), key=word.count)
     right = word.count(ch)
-    return ([f"counts = {{}}", f"for ch in {word!r}:", "    counts[ch] = counts.get(ch, 0) + 1"],
-            f"counts[{ch!r}]", right, right + 1)
+    absent = next(c for c in "qzxjkwvy" if c not in word)
+    return (["counts = {}", f"for ch in {word!r}:", "    counts[ch] = counts.get(ch, 0) + 1"],
+            f"counts[{ch!r}]", right, right + 1, f"counts[{absent!r}]")
 
 
-def _ordered(rng: random.Random) -> tuple[list[str], str, object, object]:
+def _ordered(rng: random.Random) -> Template:
     values = rng.sample(range(1, 100), rng.randint(4, 6))
     right = sorted(values, reverse=True)[:3]
     wrong = [right[1], right[0], right[2]]
-    return ([f"items = {values!r}", "ordered = sorted(items, reverse=True)"], "ordered[:3]", right, wrong)
+    return ([f"items = {values!r}", "ordered = sorted(items, reverse=True)"], "ordered[:3]", right, wrong,
+            f"ordered[{len(values)}]")
 
 
-def _spread(rng: random.Random) -> tuple[list[str], str, object, object]:
+def _spread(rng: random.Random) -> Template:
     values = rng.sample(range(-50, 50), rng.randint(3, 6))
     right = max(values) - min(values)
-    return ([f"data = {values!r}", "spread = max(data) - min(data)"], "spread", right, right - rng.randint(1, 5))
+    return ([f"data = {values!r}", "spread = max(data) - min(data)"], "spread", right, right - rng.randint(1, 5),
+            "")
 
 
-_TEMPLATES = (_ints, _split, _counts, _ordered, _spread)
+_TEMPLATES: tuple[Callable[[random.Random], Template], ...] = (_ints, _split, _counts, _ordered, _spread)

@@ -103,9 +103,9 @@ def _writer(fd, path):
 
 
 def _trust(workspace):
-    """A test of "this code was on the machine before the repository's code could run"."""
-    files = {os.path.realpath(f) for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
-             if isinstance(f, str)}
+    """A test of "this code was on the machine before the repository's code could run": its file
+    is one of a module loaded by then, or lies on the interpreter's path outside the workspace."""
+    files = {f for f in (getattr(m, "__file__", None) for m in list(sys.modules.values())) if isinstance(f, str)}
     dirs = [os.path.realpath(p) for p in sys.path if p and os.path.isabs(p)]
     dirs = [d for d in dirs if not _under(d, workspace) and not _under(workspace, d)]
     seen = {}
@@ -115,9 +115,8 @@ def _trust(workspace):
         if code is None:
             return False
         name = code.co_filename
-        if name not in seen:
-            real = os.path.realpath(name)
-            seen[name] = real in files or any(_under(real, d) for d in dirs)
+        if name not in seen:  # realpath only for files not known as they are: it costs system calls
+            seen[name] = name in files or any(_under(os.path.realpath(name), d) for d in dirs)
         return seen[name] or os.path.realpath(name) in extra
 
     return trusted
