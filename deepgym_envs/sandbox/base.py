@@ -417,8 +417,10 @@ def apply_rlimits(limits: SandboxLimits, baseline_procs: int = 0, cgroup=None) -
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     if limits.disk_bytes:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.disk_bytes, limits.disk_bytes))
-    if limits.max_processes:
+    if limits.max_processes and cgroup is None:
         # RLIMIT_NPROC counts every process of the real user, so leave room for what runs already.
+        # With a pids cgroup the cap is per sandbox, and this shared count is left alone: a fork
+        # bomb in one sandbox must not make another sandbox's forks fail (its verdict with them).
         n = baseline_procs + limits.max_processes
         resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -302,12 +303,20 @@ class NamespaceSandbox(HostViewSandbox):
     def renew(self) -> None:
         """Back to the pristine tree *in the same holder*: a fresh copy-on-write layer is mounted
         over the workspace, and every process of this sandbox sees it at once (mount propagation),
-        so a warm test server keeps serving. ``/tmp`` is emptied too. Only between commands.
+        so a warm test server keeps serving. ``/tmp`` and ``/dev/shm`` are emptied too. Only
+        between commands.
 
-        For grading views (see :mod:`deepgym_envs.sandbox.pool`), which run nothing in the
-        background; an agent's sandbox uses ``reset()``, which replaces every process as well.
+        For grading views (see :mod:`deepgym_envs.sandbox.pool`): the next candidate must see
+        nothing of the last. What the last one could have changed is the workspace, ``/tmp``,
+        ``/dev/shm`` (renewed here) and processes (the server kills them; this checks from the
+        host that none is left, and raises :class:`SandboxError` otherwise, so the pool replaces
+        the view). Everything else it sees is read-only to it, and the server's memory is
+        unreachable (no capabilities, not dumpable, ptrace refused by seccomp). An agent's sandbox
+        uses ``reset()``, which replaces every process as well.
         """
         self._check_open()
+        if self._warm is not None and self._warm.started and not self._warm.ready:
+            self._warm.stop()  # a server that served nothing is simply started again
         layer = f"{self._mnt}/layer-{os.urandom(6).hex()}"
         proc = subprocess.run([*self._enter(), "sh", "-c", _RENEW_SCRIPT, "deepgym-renew", self._mnt, layer,
                                self._lower, self._layer or "", *self._tmp_mount_points()],
@@ -315,6 +324,13 @@ class NamespaceSandbox(HostViewSandbox):
         if proc.returncode != 0:
             raise SandboxError(f"could not renew the sandbox's workspace: {proc.stderr.strip()[:500]}")
         self._layer = layer
+        left = self._warm.leftovers() if self._warm is not None else []
+        deadline = time.monotonic() + 1.0
+        while left and time.monotonic() < deadline:  # SIGKILLed but not yet scheduled to die
+            time.sleep(0.01)
+            left = self._warm.leftovers() if self._warm is not None else []
+        if left:
+            raise SandboxError(f"grading view not clean: {len(left)} process(es) outlived the last run")
 
     def _tmp_mount_points(self) -> list[str]:
         """``find`` tests that spare what commands bind under /tmp (a Python installed there).

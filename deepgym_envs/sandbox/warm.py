@@ -65,6 +65,7 @@ class WarmRunner:
         self._proc: subprocess.Popen | None = None
         self._ctrl: socket.socket | None = None
         self._ready = False
+        self._server: int | None = None  # the server's host pid once it is ready
         self._lock = threading.Lock()
         self.runs = self.fallbacks = 0
 
@@ -100,7 +101,7 @@ class WarmRunner:
     def stop(self) -> None:
         """Kill the server and everything it runs (its bubblewrap PID namespace goes with it)."""
         proc, ctrl = self._proc, self._ctrl
-        self._proc, self._ctrl, self._ready = None, None, False
+        self._proc, self._ctrl, self._ready, self._server = None, None, False, None
         if ctrl is not None:
             ctrl.close()
         if proc is not None:
@@ -114,6 +115,29 @@ class WarmRunner:
     def started(self) -> bool:
         return self._proc is not None
 
+    @property
+    def ready(self) -> bool:
+        """The server has started and said it is ready (it has served, or can serve, runs)."""
+        return self._ready
+
+    def leftovers(self) -> list[int]:
+        """Live processes in the server's PID namespace besides bubblewrap's init and the server.
+
+        Read from the host's /proc, not asked of the server: after a run (the server kills what a
+        run leaves), anything listed here outlived it and could reach the next run. Every process
+        of that namespace descends from its init, so walking the tree from there sees them all.
+        A server that is not ready yet counts as a leftover itself: stop it instead.
+        """
+        if self._proc is None or self._proc.poll() is not None:
+            return []
+        out: list[int] = []
+        for init in _live_children(self._proc.pid):
+            for pid in _live_children(init):
+                if pid != self._server:
+                    out.append(pid)
+                out += _descendants(pid)
+        return out
+
     def _await_ready(self) -> bool:
         if self._ready:
             return True
@@ -121,6 +145,11 @@ class WarmRunner:
             return False
         msg = _recv(self._ctrl, START_TIMEOUT)
         self._ready = isinstance(msg, dict) and "ready" in msg
+        if self._ready and self._proc is not None:
+            # The server's host pid, for leftovers(): the only process its init has started yet.
+            inits = _live_children(self._proc.pid)
+            kids = _live_children(inits[0]) if len(inits) == 1 else []
+            self._server = kids[0] if len(kids) == 1 else None
         return self._ready
 
     # -- runs ----------------------------------------------------------------------------------
@@ -177,6 +206,32 @@ def _server_preexec(limits, baseline: int, cgroup) -> None:
 
     apply_rlimits(limits, baseline, cgroup)
     ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG off
+
+
+def _live_children(pid: int) -> list[int]:
+    """Children of ``pid`` that are not zombies (a zombie runs nothing and is reaped soon)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            kids = [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+    out = []
+    for kid in kids:
+        try:
+            with open(f"/proc/{kid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            out.append(kid)
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    for kid in _live_children(pid):
+        out += [kid, *_descendants(kid)]
+    return out
 
 
 def _recv(ctrl: socket.socket, timeout: float | None) -> object:
