@@ -20,9 +20,7 @@ from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.tasks import task_from_row
 from deepgym_envs.trees import pristine_tree
 from tests.conftest import requires_namespace
-from tests.security.test_forgery import append_to_init
-
-pytestmark = requires_namespace
+from tests.security.test_forgery import append_to_init, grading_backend  # noqa: F401 (a fixture)
 
 #: Every test function pytest fetches comes back wrapped: an AssertionError is swallowed.
 SWALLOW_FAILURES = '''\
@@ -89,13 +87,14 @@ _swallow()
 
 
 @pytest.mark.slow
-def test_a_blanket_forger_is_caught_by_the_must_fail_canaries(toy_task):
-    v = grade(toy_task, append_to_init(SWALLOW_FAILURES))
+def test_a_blanket_forger_is_caught_by_the_must_fail_canaries(toy_task, grading_backend):
+    v = grade(toy_task, append_to_init(SWALLOW_FAILURES), backend=grading_backend)
     assert v.status == "unresolved" and v.tampered, v.reason
     assert "a canary test that must have failed passed" in v.reason
     assert set(v.tests) == {*toy_task.FAIL_TO_PASS, *toy_task.PASS_TO_PASS}  # canaries never listed
 
 
+@requires_namespace
 @pytest.mark.slow
 def test_a_forger_that_drops_unknown_tests_is_caught_by_missing_canaries(toy_task):
     v = grade(toy_task, append_to_init(ONLY_KNOWN_TESTS + "\n\n" + SWALLOW_FAILURES))
@@ -103,6 +102,7 @@ def test_a_forger_that_drops_unknown_tests_is_caught_by_missing_canaries(toy_tas
     assert "was never reported" in v.reason
 
 
+@requires_namespace
 @pytest.mark.slow
 def test_honest_runs_are_never_tampered(toy_task):
     for patch, status in ((toy_task.patch, "resolved"), ("", "unresolved")):
@@ -135,6 +135,7 @@ def unittest_task(tmp_path):
                           "PASS_TO_PASS": ["tests/test_core.py::DoubleTest::test_zero"]})
 
 
+@requires_namespace
 @pytest.mark.slow
 def test_unittest_forgers_are_caught_by_unittest_style_canaries(unittest_task):
     assert grade(unittest_task, unittest_task.patch).status == "resolved"
@@ -146,6 +147,7 @@ def test_unittest_forgers_are_caught_by_unittest_style_canaries(unittest_task):
     assert "canary" in v.reason
 
 
+@requires_namespace
 def test_canaries_look_like_the_files_tests_and_come_out_as_planted(unittest_task, toy_task):
     """Planted in a real view and run: pytest-style beside functions, TestCase classes beside
     TestCase classes; at least two must fail and one must pass, and each does."""

@@ -14,6 +14,7 @@ import deepgym_envs.grading as grading
 from deepgym_envs import grade
 from deepgym_envs.pytest_config import FLOOR, config_file_names
 from tests.conftest import requires_namespace
+from tests.security.test_forgery import grading_backend  # noqa: F401 (a fixture)
 
 #: Test bodies never run, so they never fail; loaded by ``-p calc.forge`` from a config file.
 FORGE_PLUGIN = ("import pytest\n\n\n@pytest.hookimpl(tryfirst=True)\ndef pytest_pyfunc_call(pyfuncitem):\n"
@@ -35,12 +36,11 @@ def test_the_config_names_come_from_pytest():
     assert grading.is_shadow("pytest.toml") and grading.is_shadow("sub/.pytest.toml")
 
 
-@requires_namespace
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["pytest.toml", ".pytest.toml"])
-def test_a_new_root_toml_config_loading_a_plugin_does_not_resolve(toy_task, name):
+def test_a_new_root_toml_config_loading_a_plugin_does_not_resolve(toy_task, name, grading_backend):
     patch = new_file(name, TOML) + new_file("src/calc/forge.py", FORGE_PLUGIN)
-    v = grade(toy_task, patch)
+    v = grade(toy_task, patch, backend=grading_backend)
     assert v.status == "unresolved", v.reason
     assert v.tests[grading.test_files([*toy_task.FAIL_TO_PASS])[0] + "::test_clamp_above"] == "failed"
 

@@ -11,9 +11,15 @@ from __future__ import annotations
 import pytest
 
 from deepgym_envs import grade
-from tests.conftest import requires_namespace
+from tests.conftest import require_docker, requires_namespace
 
-pytestmark = [requires_namespace, pytest.mark.slow]
+@pytest.fixture(params=[pytest.param("namespace", marks=requires_namespace),
+                        pytest.param("docker", marks=pytest.mark.docker)])
+def grading_backend(request: pytest.FixtureRequest) -> str:
+    """The sandboxed backends: the attacks here need no escape, so each must hold on every one."""
+    if request.param == "docker":
+        require_docker()
+    return request.param
 
 F2P = "tests/test_ops.py::test_clamp_above"
 INIT = "from calc.ops import clamp, mean\n"
@@ -111,24 +117,30 @@ _forge_line()
 '''
 
 
+@pytest.mark.slow
+@requires_namespace
 def test_writing_the_plugins_outcome_state_does_not_resolve(toy_task):
     v = grade(toy_task, append_to_init(WRITE_PLUGIN_STATE))
     assert v.status == "unresolved", v.reason
     assert v.tampered and "tampered" in v.reason  # every outcome "passed": the must-fail canaries too
 
 
-def test_a_plugin_registered_at_import_that_skips_test_bodies_is_caught(toy_task):
-    v = grade(toy_task, append_to_init(SKIP_TEST_BODIES))
+@pytest.mark.slow
+def test_a_plugin_registered_at_import_that_skips_test_bodies_is_caught(toy_task, grading_backend):
+    v = grade(toy_task, append_to_init(SKIP_TEST_BODIES), backend=grading_backend)
     assert v.status == "unresolved", v.reason
     assert v.tampered and "pytest_pyfunc_call added by skip-bodies" in v.reason
 
 
-def test_a_forged_outcome_line_with_the_plugins_nonce_is_caught(toy_task):
-    v = grade(toy_task, append_to_init(FORGE_OUTCOME_LINE))
+@pytest.mark.slow
+def test_a_forged_outcome_line_with_the_plugins_nonce_is_caught(toy_task, grading_backend):
+    v = grade(toy_task, append_to_init(FORGE_OUTCOME_LINE), backend=grading_backend)
     assert v.status == "unresolved", v.reason
     assert v.tampered and "two outcomes reported for one test" in v.reason
 
 
+@pytest.mark.slow
+@requires_namespace
 def test_the_plugin_is_in_no_module_namespace(toy_task):
     """Nothing a test can import by name holds the plugin's state."""
     probe = ("import sys\nassert not [m for m in sys.modules if 'deepgym' in m], "

@@ -15,8 +15,7 @@ import deepgym_envs.grading as grading
 from deepgym_envs import grade
 from deepgym_envs.sandbox import SandboxLimits
 from tests.conftest import requires_namespace
-
-pytestmark = requires_namespace
+from tests.security.test_forgery import grading_backend  # noqa: F401 (a fixture)
 
 NAME = "No space left on device.py"
 #: Edits a file that does not exist: git apply fails, and its message quotes the name.
@@ -29,12 +28,13 @@ def big_file(path: str, lines: int, width: int = 1000) -> str:
             f"@@ -0,0 +1,{lines} @@\n{body}")
 
 
-def test_a_file_name_quoting_the_disk_full_message_does_not_mask(toy_task):
-    v = grade(toy_task, NOT_APPLYING)
+def test_a_file_name_quoting_the_disk_full_message_does_not_mask(toy_task, grading_backend):
+    v = grade(toy_task, NOT_APPLYING, backend=grading_backend)
     assert v.status == "unresolved" and not v.masked, v.reason
     assert "No space left on device" in v.reason  # the message did say it: the status does not follow it
 
 
+@requires_namespace
 @pytest.mark.slow
 def test_a_patch_over_the_sandboxs_disk_cap_is_the_agents_fault(toy_task):
     limits = SandboxLimits(disk_bytes=4 << 20)
@@ -42,6 +42,7 @@ def test_a_patch_over_the_sandboxs_disk_cap_is_the_agents_fault(toy_task):
     assert v.status == "unresolved" and not v.masked, v.reason
 
 
+@requires_namespace
 def test_a_host_short_of_disk_space_masks(toy_task, monkeypatch):
     """The one fact that does mask: the host filesystem holding sandboxes is (nearly) full."""
     monkeypatch.setattr(grading, "HOST_FREE_FLOOR", 1 << 62)
