@@ -174,8 +174,11 @@ def test_writable_mounts_are_capped_tmpfs(box):
     for point, (fstype, options) in seen.items():
         if fstype == "mqueue" or point in HOST_DIRS:
             continue
-        assert fstype == "tmpfs" and "size=" in options, (point, fstype, options)
-        assert "rw" in options.split(",")
+        size = dict(o.split("=", 1) for o in options.split(",") if "=" in o).get("size", "")
+        assert fstype == "tmpfs" and size, (point, fstype, options)
+        units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+        size_bytes = int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+        assert size_bytes <= DISK + (1 << 20), (point, options)  # the workspace: plus its small tree
 
 
 # -- H: processes and memory -------------------------------------------------------------------
