@@ -147,6 +147,49 @@ def _audit_noop_wrapper(fn):
 _audit_stealth_hook()
 '''
 
+#: The report plugin's hook functions left as they are, but what their closures call swapped
+#: (closure cells are writable): outcomes of the graded tests, and only those, recorded as passed.
+#: No hook, machinery attribute or code object changes; canaries with other names keep theirs.
+CLOSURE_CELLS = '''\
+def _audit_closure_cells():
+    import gc
+    ids = set(@IDS@)
+    try:
+        from _pytest.config import Config
+    except ImportError:
+        return
+
+    def wrap(fn):
+        def record(nodeid, outcome, *rest):
+            return fn(nodeid, "passed" if nodeid in ids else outcome, *rest)
+        record._audit = True
+        return record
+
+    def visit(fn, depth=0):
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if callable(value) and getattr(value, "__name__", "") in ("record", "_set") and \\
+                    not getattr(value, "_audit", False):
+                cell.cell_contents = wrap(value)
+            elif callable(value) and depth < 2 and hasattr(value, "__closure__"):
+                visit(value, depth + 1)
+
+    for cfg in [o for o in gc.get_objects() if isinstance(o, Config)]:
+        for plugin in cfg.pluginmanager.get_plugins():
+            for name in dir(plugin):
+                if name.startswith("pytest_"):
+                    visit(getattr(plugin, name, None))
+            space = getattr(plugin, "__dict__", None)
+            if isinstance(space, dict) and callable(space.get("_set")) and "_NONCE" in space:
+                space["_set"] = wrap(space["_set"])  # the plugin before issue 11: module-level state
+
+
+_audit_closure_cells()
+'''
+
 #: pytest's own ``Function.runtest`` (not on any list of report machinery) made a no-op.
 PATCH_FUNCTION_RUNTEST = '''\
 def _audit_patch_runtest():
