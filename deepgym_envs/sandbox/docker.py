@@ -256,8 +256,8 @@ class DockerSandbox(CopiedWorkspace):
             except OSError:
                 same = False
             if not same:
-                raise SandboxError(f"cannot reach the container's {target} volume on this host ({source or 'no mount'}): "
-                                   "the docker backend needs a local engine")
+                raise SandboxError(f"cannot reach the container's {target} volume on this host "
+                                   f"({source or 'no mount'}): the docker backend needs a local engine")
         return sources[self.workdir], sources[REPORT_DIR]
 
     def _exec(self, argv: list[str], env: dict[str, str], cwd: str) -> str:
