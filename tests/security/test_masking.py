@@ -43,6 +43,16 @@ def test_a_patch_over_the_sandboxs_disk_cap_is_the_agents_fault(toy_task):
 
 
 @requires_namespace
+@pytest.mark.slow
+def test_a_patch_that_leaves_no_room_for_the_hidden_tests_is_the_agents_fault(toy_task):
+    """Exactly the cap (4 MiB of 1 KiB lines): the patch applies, the hidden test patch cannot be
+    written. That was "hidden test patch does not apply", a harness failure, so masked."""
+    limits = SandboxLimits(disk_bytes=4 << 20)
+    v = grade(toy_task, big_file("data/blob.txt", 4096, 1023), limits=limits)
+    assert v.status == "unresolved" and not v.masked, v.reason
+
+
+@requires_namespace
 def test_a_host_short_of_disk_space_masks(toy_task, monkeypatch):
     """The one fact that does mask: the host filesystem holding sandboxes is (nearly) full."""
     monkeypatch.setattr(grading, "HOST_FREE_FLOOR", 1 << 62)
