@@ -50,7 +50,9 @@ class _Layout:
     vocabulary: list[str]
     taken: set[str]
     class_suffix: bool  # test classes are named FooTest (not TestFoo)
-    needs_import: bool  # unittest style in a file that does not ``import unittest``
+    base: str  # the TestCase base as the file names it ("unittest.TestCase", "TestCase")
+    needs_import: bool  # unittest style in a file that imports neither unittest nor TestCase
+    quote: str  # the file's usual string quote
 
 
 def plant(sb: Sandbox, ids: list[str], rng: random.Random | None = None) -> list[Canary]:
@@ -138,11 +140,15 @@ def _layout(source: str, file_ids: list[str]) -> _Layout | None:
                                                                         ast.ClassDef))]
     vocabulary = sorted({w for name in names if name.lower().startswith("test")
                          for w in _WORD.findall(_snake(name)) if w not in ("test", "tests")})
-    needs_import = style == "unittest" and not any(
-        isinstance(node, ast.Import) and any(a.name == "unittest" and a.asname is None for a in node.names)
-        for node in imports)
+    has_module = any(isinstance(node, ast.Import) and any(a.name == "unittest" and a.asname is None for a in node.names)
+                     for node in imports)
+    has_class = any(isinstance(node, ast.ImportFrom) and node.module == "unittest"
+                    and any(a.name == "TestCase" and a.asname is None for a in node.names) for node in imports)
+    base = "TestCase" if has_class and not has_module else "unittest.TestCase"
+    needs_import = style == "unittest" and not (has_module or has_class)
     suffix = any(n.endswith(("Test", "Tests")) and not n.startswith("Test") for n in classes)
-    return _Layout(source, style, sorted(set(points)), vocabulary, set(names), suffix, needs_import)
+    quote = '"' if source.count('"') >= source.count("'") else "'"
+    return _Layout(source, style, sorted(set(points)), vocabulary, set(names), suffix, base, needs_import, quote)
 
 
 def _render(path: str, layout: _Layout, expects: list[Expect], rng: random.Random) -> tuple[str, list[Canary]]:
@@ -154,13 +160,14 @@ def _render(path: str, layout: _Layout, expects: list[Expect], rng: random.Rando
     for expect in expects:
         name = _name(layout, rng)
         method = "self" if layout.style != "function" else ""
-        body = _body(rng, expect, unittest=layout.style == "unittest")
+        # Canary literals are words and separators, never a quote: the file's quote can replace repr's.
+        body = [line.replace("'", layout.quote) for line in _body(rng, expect, unittest=layout.style == "unittest")]
         if layout.style == "function":
             code = f"def {name}():\n" + "".join(f"    {line}\n" for line in body)
             nodeid = f"{path}::{name}"
         else:
             cls = _class_name(layout, rng)
-            base = "(unittest.TestCase)" if layout.style == "unittest" else ""
+            base = f"({layout.base})" if layout.style == "unittest" else ""
             prefix = "import unittest\n\n\n" if layout.needs_import else ""
             code = (f"{prefix}class {cls}{base}:\n    def {name}({method}):\n"
                     + "".join(f"        {line}\n" for line in body))
