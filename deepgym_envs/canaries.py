@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import random
 import re
+import sys
 from dataclasses import dataclass
 from typing import Callable, Literal
 
@@ -29,6 +30,8 @@ WORDS = ("basic", "empty", "nested", "default", "large", "single", "multiple", "
          "update", "simple", "zero", "negative", "none", "string", "list", "dict", "length", "format",
          "parse", "result", "config", "options", "limit", "small", "types", "equal", "sorted", "reverse")
 _WORD = re.compile(r"[a-z][a-z0-9]{2,}")
+#: Imports that are not the project under test.
+_NOT_SUBJECTS = frozenset({*sys.stdlib_module_names, "pytest", "_pytest", "hypothesis", "mock", "pluggy"})
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class _Layout:
     base: str  # the TestCase base as the file names it ("unittest.TestCase", "TestCase")
     needs_import: bool  # unittest style in a file that imports neither unittest nor TestCase
     quote: str  # the file's usual string quote
+    subjects: list[str]  # names the file imports from outside the standard library and pytest
 
 
 def plant(sb: Sandbox, ids: list[str], rng: random.Random | None = None) -> list[Canary]:
@@ -148,7 +152,11 @@ def _layout(source: str, file_ids: list[str]) -> _Layout | None:
     needs_import = style == "unittest" and not (has_module or has_class)
     suffix = any(n.endswith(("Test", "Tests")) and not n.startswith("Test") for n in classes)
     quote = '"' if source.count('"') >= source.count("'") else "'"
-    return _Layout(source, style, sorted(set(points)), vocabulary, set(names), suffix, base, needs_import, quote)
+    subjects = sorted({a.asname or a.name for node in imports if isinstance(node, ast.ImportFrom) and node.module
+                       and not node.level and node.module.split(".")[0] not in _NOT_SUBJECTS
+                       for a in node.names if a.name != "*"})
+    return _Layout(source, style, sorted(set(points)), vocabulary, set(names), suffix, base, needs_import, quote,
+                   subjects)
 
 
 def _render(path: str, layout: _Layout, expects: list[Expect], rng: random.Random) -> tuple[str, list[Canary]]:
@@ -161,7 +169,12 @@ def _render(path: str, layout: _Layout, expects: list[Expect], rng: random.Rando
         name = _name(layout, rng)
         method = "self" if layout.style != "function" else ""
         # Canary literals are words and separators, never a quote: the file's quote can replace repr's.
-        body = [line.replace("'", layout.quote) for line in _body(rng, expect, unittest=layout.style == "unittest")]
+        body = _body(rng, expect, unittest=layout.style == "unittest")
+        if layout.subjects and rng.random() < 0.5:
+            # Real tests name what they test: a canary that names nothing of the project would stand
+            # out to a forger reading code objects. Looked up, never called.
+            body.insert(0, f"subject = getattr({rng.choice(layout.subjects)}, '__name__', None)")
+        body = [line.replace("'", layout.quote) for line in body]
         if layout.style == "function":
             code = f"def {name}():\n" + "".join(f"    {line}\n" for line in body)
             nodeid = f"{path}::{name}"
@@ -238,7 +251,7 @@ def _ints(rng: random.Random) -> Template:
     k = rng.randint(2, 5)
     right = sum(v * k for v in values)
     return ([f"values = {values!r}", f"total = sum(v * {k} for v in values)"], "total", right,
-            right + rng.choice([-3, -2, -1, 1, 2, 3]), f"total // (values[0] - {values[0]})")
+            right + rng.choice([-3, -2, -1, 1, 2, 3]), f"values[{len(values)}] * {k}")
 
 
 def _split(rng: random.Random) -> Template:
