@@ -52,6 +52,7 @@ def _machinery():
     """Attributes that turn a test's run into its outcome, by a readable name."""
     table = {
         "TestReport.from_item_and_call": (_pytest.reports.TestReport, "from_item_and_call"),
+        "TestReport.__init__": (_pytest.reports.TestReport, "__init__"),
         "runner.call_and_report": (_pytest.runner, "call_and_report"),
         "runner.runtestprotocol": (_pytest.runner, "runtestprotocol"),
         "runner.CallInfo.from_call": (_pytest.runner.CallInfo, "from_call"),
