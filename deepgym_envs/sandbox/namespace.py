@@ -339,10 +339,7 @@ class NamespaceSandbox(HostViewSandbox):
         point in another namespace detaches that mount there (Linux >= 3.18), and a warm server
         would lose the interpreter it has not finished importing from.
         """
-        binds = _system_binds()
-        targets = [binds[i + 2] for i, a in enumerate(binds) if a == "--ro-bind"]
-        if self._python_prefix:
-            targets.append(self._python_prefix)
+        targets = [dest for _, dest in self._ro_binds]  # the task's Python environment included
         tests: list[str] = []
         for target in targets:
             if not target.startswith("/tmp/"):
@@ -476,4 +473,6 @@ def _hidden_paths(extra_dests: tuple[str, ...]) -> list[str]:
     pkg = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
     secrets = {pkg, os.path.join(os.path.dirname(pkg), "tasks"), os.path.realpath(cache_root()),
                *task_sources()}
-    return sorted(s for s in secrets if _covered(s, bound) and os.path.isdir(s))
+    shown = [s for s in secrets if _covered(s, bound) and os.path.isdir(s)]
+    # Hiding a directory hides what is inside it (and its mount points would be gone anyway).
+    return sorted(s for s in shown if not any(o != s and _covered(s, [o]) for o in shown))
