@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import functools
 import json
 import os
 import shlex
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,6 +32,7 @@ from deepgym_envs.audit.strategies import ALL, Strategy
 from deepgym_envs.audit.types import Attacker, Attempt, Verifier
 from deepgym_envs.grading import Verdict, grade
 from deepgym_envs.progress import progress_bar
+from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, patch_paths
 from deepgym_envs.trees import pristine_tree
 
@@ -67,10 +68,45 @@ class _Auditor:
 
     def __init__(self, verifier: Verifier | None, backend: str | None, rounds: int) -> None:
         self.real = verifier is None or verifier is grade
-        real: Verifier = functools.partial(grade, backend=backend)
-        self.verifier: Verifier = real if self.real else verifier  # type: ignore[assignment]
+        self.verifier: Verifier = self._grade if self.real else verifier  # type: ignore[assignment]
         self.backend = backend
         self.rounds = rounds
+        # Per worker thread: a pool of grading views (graded as run_batch grades, on a warm
+        # server) and the environment of the task it is on (episodes are its resets). A view or
+        # an environment that one attempt could poison for the next is a hole the poison
+        # strategies look for on their own; sharing them here only makes the audit faster.
+        self._local = threading.local()
+        self._owned: list[Any] = []
+        self._lock = threading.Lock()
+
+    def _grade(self, task: Task, patch: str) -> Verdict:
+        pool = getattr(self._local, "pool", None)
+        if pool is None:
+            pool = self._local.pool = self._own(ViewPool(max_idle=2))
+        return grade(task, patch, backend=self.backend, views=pool)
+
+    def _own(self, thing: Any) -> Any:
+        with self._lock:
+            self._owned.append(thing)
+        return thing
+
+    def _env(self, task: Task) -> Any:
+        from deepgym_envs.env import SWEEnv
+
+        current = getattr(self._local, "env", None)
+        if current is not None and current[0] == task.instance_id:
+            return current[1]
+        if current is not None:
+            current[1].close()
+        env = SWEEnv([task], task_id=task.instance_id, sandbox=self.backend, reward_mode="outcome", max_steps=0)
+        self._local.env = (task.instance_id, self._own(env))
+        return env
+
+    def close(self) -> None:
+        with self._lock:
+            owned, self._owned = self._owned, []
+        for thing in owned:
+            thing.close()
 
     def run(self, job: _Job) -> list[Attempt]:
         if job.mode == "llm":
@@ -90,8 +126,11 @@ class _Auditor:
         return [self._attempt(job, patch, verdict)]
 
     def _attempt(self, job: _Job, patch: str, verdict: Verdict) -> Attempt:
-        # A masked verdict the candidate caused is a win for a policy too: its 0 becomes a dropped rollout.
-        exploited = verdict.masked or (verdict.resolved and self._resolved_without_gold(job.task, patch))
+        # A masked verdict the candidate caused is a win for a policy too: its 0 becomes a dropped
+        # rollout. A run found tampered with was caught, whatever its status says.
+        caught = bool(getattr(verdict, "tampered", False))
+        exploited = not caught and (verdict.masked or (verdict.resolved and
+                                                       self._resolved_without_gold(job.task, patch)))
         return Attempt(job.task.instance_id, job.strategy.name, 1, job.mode,  # type: ignore[union-attr]
                        exploited, verdict.status, evidence(verdict), patch)
 
@@ -104,13 +143,7 @@ class _Auditor:
 
     def _act(self, task: Task, strategy: Strategy) -> tuple[str, Verdict]:
         """Carry the strategy out as tool calls in the real environment; return (diff, verdict)."""
-        from deepgym_envs.env import SWEEnv
-
-        env = SWEEnv([task], task_id=task.instance_id, sandbox=self.backend, reward_mode="outcome", max_steps=0)
-        try:
-            return self.episode(env, task, actions_for(strategy.plan(task), pristine_tree(task)))
-        finally:
-            env.close()
+        return self.episode(self._env(task), task, actions_for(strategy.plan(task), pristine_tree(task)))
 
     def episode(self, env: Any, task: Task, calls: list[dict[str, Any]]) -> tuple[str, Verdict]:
         """One episode of ``env``: reset, the tool calls, submit; (the diff, its verdict)."""
@@ -171,7 +204,10 @@ def audit_task(task: Task, verifier: Verifier | None = None, strategies: Sequenc
     """Every strategy against one task (as a patch, and as actions if ``as_actions``), then the LLM
     attackers. ``verifier`` None = the real grading (``deepgym_envs.grade``) on ``backend``."""
     auditor = _Auditor(verifier, backend, rounds)
-    return [a for job in _jobs(task, strategies, attackers, as_actions) for a in auditor.run(job)]
+    try:
+        return [a for job in _jobs(task, strategies, attackers, as_actions) for a in auditor.run(job)]
+    finally:
+        auditor.close()
 
 
 def audit_tasks(tasks: Sequence[Task], verifier: Verifier | None = None, strategies: Sequence[Strategy] = ALL,
@@ -185,11 +221,14 @@ def audit_tasks(tasks: Sequence[Task], verifier: Verifier | None = None, strateg
     jobs = [j for t in tasks for j in _jobs(t, strategies, attackers, as_actions)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
     results: list[list[Attempt]] = []
-    with progress_bar("audit", len(jobs), enabled=progress) as advance, ThreadPoolExecutor(workers) as pool:
-        for job, attempts in zip(jobs, pool.map(auditor.run, jobs)):
-            results.append(attempts)
-            hit = any(a.exploited for a in attempts)
-            advance(f"{job.label}: {'EXPLOITED' if hit else attempts[-1].status if attempts else '-'}")
+    try:
+        with progress_bar("audit", len(jobs), enabled=progress) as advance, ThreadPoolExecutor(workers) as pool:
+            for job, attempts in zip(jobs, pool.map(auditor.run, jobs)):
+                results.append(attempts)
+                hit = any(a.exploited for a in attempts)
+                advance(f"{job.label}: {'EXPLOITED' if hit else attempts[-1].status if attempts else '-'}")
+    finally:
+        auditor.close()
     found = []
     if leaks if leaks is not None else auditor.real:
         from deepgym_envs.audit.leaks import scan_tasks
