@@ -8,6 +8,7 @@ process-tree kill, host-side file access with path checks, and diffs are written
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import selectors
@@ -474,6 +475,9 @@ def run_process(argv: list[str], timeout: float, limits: SandboxLimits, *, preex
         if report_pipe:
             os.close(report_pipe[0])
             os.close(report_pipe[1])
+        if exc.errno == errno.E2BIG:  # the caller's command itself is too long: its mistake, not ours
+            raise ToolError("the command is too long to run (the kernel's limit is 128 KiB per argument); "
+                            "write it to a file and run the file") from None
         raise SandboxError(f"cannot start {argv[0]}: {exc}") from exc
     report_file = None
     if report_pipe:
