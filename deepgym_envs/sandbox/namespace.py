@@ -95,14 +95,27 @@ def available() -> tuple[bool, str]:
 def _probe() -> tuple[bool, str]:
     if not sys.platform.startswith("linux"):
         return False, "the namespace backend needs Linux"
-    missing = [t for t in ("unshare", "nsenter", "bwrap") if shutil.which(t) is None]
+    missing = [t for t in ("unshare", "nsenter", "bwrap", "setpriv") if shutil.which(t) is None]
     if missing:
         return False, f"missing {', '.join(missing)} (Debian/Ubuntu: apt-get install bubblewrap util-linux)"
-    proc = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "--net", "--",
-                           "bwrap", "--ro-bind", "/", "/", "--unshare-all", "--", "true"],
-                          capture_output=True, text=True, timeout=30)
+    try:
+        program = seccomp.program_fd()
+    except SandboxUnavailable as exc:
+        return False, str(exc)
+    # The same shape as a real command: a user namespace inside the holder's, uid 1000, no
+    # capabilities, the seccomp filter. As root the outer namespace is entered as the sandbox uid.
+    drop = (["setpriv", f"--reuid={identity.service_uid()}", f"--regid={identity.service_uid()}",
+             "--clear-groups", "--"] if identity.running_as_root() else [])
+    try:
+        proc = subprocess.run([*drop, "unshare", "--user", "--map-root-user", "--mount", "--net", "--",
+                               "bwrap", "--unshare-user", "--uid", str(identity.SANDBOX_UID), "--disable-userns",
+                               "--cap-drop", "ALL", "--seccomp", str(program), "--ro-bind", "/", "/",
+                               "--unshare-all", "--", "true"],
+                              capture_output=True, text=True, timeout=30, pass_fds=(program,))
+    finally:
+        os.close(program)
     if proc.returncode != 0:
-        return False, ("this kernel does not let this user create namespaces "
+        return False, ("this kernel does not let this user create (nested) namespaces "
                        f"({proc.stderr.strip()[:300]}); enable unprivileged user namespaces "
                        "(sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ "
                        "kernel.apparmor_restrict_unprivileged_userns=0)")
