@@ -29,7 +29,6 @@ import base64
 import json
 import math
 import re
-import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -235,10 +234,10 @@ def _scan_shared(root: str, owners: list[_Needles], task: Task, backend: str | N
     strings = sorted({s for n in owners for s in n.flat})
     data = base64.b64encode("\n".join(strings).encode()).decode()
     # The needles go to grep through a pipe from the environment: no file holds them.
-    cmd = (f'grep -rFoIZ -f <(printf %s "$AUDIT_NEEDLES" | base64 -d) -- {shlex.quote(root)} 2>/dev/null '
-           "| sort -u")
+    script = 'grep -rFoIZ -f <(printf %s "$AUDIT_NEEDLES" | base64 -d) -- "$1" 2>/dev/null | sort -u'
     with _sandbox(task, backend) as sb:
-        result = sb.exec(["bash", "-c", cmd], SCAN_TIMEOUT, env={"AUDIT_NEEDLES": data})
+        result = sb.exec(["bash", "-c", script, "deepgym-leak-scan", root], SCAN_TIMEOUT,
+                         env={"AUDIT_NEEDLES": data})
     found: dict[str, set[str]] = {}
     for line in result.stdout.splitlines():
         path, sep, match = line.partition("\0")
