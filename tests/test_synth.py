@@ -84,8 +84,9 @@ def test_synthesis_from_a_local_git_repository_makes_validated_tasks(tmp_path):
         assert hidden and all(not (tree / path).exists() for path in hidden)
         assert all(path.split("::")[0] in hidden for path in task.FAIL_TO_PASS)
         # No history holds the fix: the base commit has no parent.
-        parents = subprocess.run(["git", "rev-list", "--parents", "-n1", "HEAD"], cwd=tree, capture_output=True,
-                                 text=True, check=True).stdout.split()
+        # safe.directory: as root the tree belongs to the sandbox's uid, not to us.
+        parents = subprocess.run(["git", "-c", "safe.directory=*", "rev-list", "--parents", "-n1", "HEAD"], cwd=tree,
+                                 capture_output=True, text=True, check=True).stdout.split()
         assert parents == [task.base_commit]
         # The issue never quotes the line the fix changes.
         removed = [line[1:].strip() for line in task.patch.splitlines()

@@ -36,6 +36,7 @@ def test_every_synthesised_repository_builds_task_trees_from_a_fresh_checkout(tm
     assert len(first_per_repo) >= 3
     for task in first_per_repo.values():
         tree = pristine_tree(task)
-        head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True)
+        head = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(tree), "rev-parse", "HEAD"],
+                              capture_output=True, text=True)
         assert head.returncode == 0, f"{task.instance_id}: {head.stderr}"
         assert any(tree.glob("**/*.py")), f"{task.instance_id}: the tree has no Python code"

@@ -40,7 +40,9 @@ def _artefacts(paths: list[str]) -> list[str]:
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=git_env())
+    # safe.directory: as root a pristine tree belongs to the sandbox's uid, not to us.
+    proc = subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=cwd, capture_output=True, text=True,
+                          env=git_env())
     if check and proc.returncode:
         raise AssertionError(f"git {' '.join(args)}: {proc.stderr}")
     return proc.stdout
