@@ -154,7 +154,7 @@ def seal_object_store(tree: Path) -> None:
 #: tree, and (second set) only at its top, where a ``build/`` is setuptools' and not a subpackage.
 ARTEFACTS = (".git", "__pycache__", "*.pyc", "*.pyo", "*.egg-info", ".pytest_cache", ".benchmarks",
              ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox")
-TOP_LEVEL_ARTEFACTS = ("build", "dist", ".eggs")
+TOP_LEVEL_ARTEFACTS = ("build", "dist", ".eggs", "htmlcov", ".coverage")  # htmlcov renders sources, tests too
 
 
 def is_artefact(rel: str) -> bool:
