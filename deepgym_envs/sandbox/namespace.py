@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Sequence
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
-from deepgym_envs.sandbox import identity, seccomp
+from deepgym_envs.sandbox import identity, seccomp, staging
 from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, remove_tree,
                                        task_python_env)
 from deepgym_envs.sandbox.cgroup import PidsCgroup
@@ -52,24 +52,6 @@ mkdir "$1/upper" "$1/work" "$1/merged" "$1/tmp" "$1/shm" "$1/empty"
 mount -t overlay overlay -o "lowerdir=$3,upperdir=$1/upper,workdir=$1/work,userxattr" "$1/merged"
 echo ready
 read -r _ || true  # our stdin is a pipe from the owning process: EOF when it dies, for any reason
-"""
-#: As root, before the holder: in a mount namespace of its own, bind what the unprivileged
-#: sandbox uid cannot reach (a tree or a Python under /root) into the sandbox's directory, then
-#: become that uid and start the holder there. Root's own uid is never mapped into the sandbox.
-_ROOT_STAGE_SCRIPT = r"""
-set -e
-tmp=$1 size=$2 lower=$3 uid=$4 holder=$5
-shift 5
-mkdir -p "$tmp/lower"  # -p: the spare holder's mount points have the same names, in another namespace
-mount --bind "$lower" "$tmp/lower"
-i=0
-for src in "$@"; do
-  mkdir -p "$tmp/ro$i"
-  mount --bind "$src" "$tmp/ro$i"
-  i=$((i + 1))
-done
-exec setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
-  unshare --user --map-root-user --mount --net -- sh -c "$holder" deepgym-holder "$tmp/mnt" "$size" "$tmp/lower"
 """
 #: renew(): drop the last renewed layer, mount a fresh one over the workspace, empty /tmp and /dev/shm.
 _RENEW_SCRIPT = r"""
@@ -158,10 +140,11 @@ class NamespaceSandbox(HostViewSandbox):
         # holder binds each source under our directory first, since the sandbox uid may not reach it.
         self._ro_binds = [*_python_binds(), *((self._python_prefix, self._python_prefix),) * bool(self._python_prefix)]
         if self._as_root:
+            # What the sandbox uid cannot reach (a tree or a Python under /root) it finds staged.
             identity.give_tree(lower)
             identity.give(self._tmp, recursive=True)
-            self._lower = f"{self._tmp}/lower"
-            self._bind_sources = [f"{self._tmp}/ro{i}" for i in range(len(self._ro_binds))]
+            self._lower = staging.stager().stage(lower)
+            self._bind_sources = [staging.stager().stage(src) for src, _ in self._ro_binds]
         else:
             self._lower = lower
             self._bind_sources = [src for src, _ in self._ro_binds]
@@ -182,13 +165,11 @@ class NamespaceSandbox(HostViewSandbox):
     def _spawn_holder(self) -> subprocess.Popen:
         """Start a holder without waiting for it to mount the workspace."""
         size = str(self.limits.disk_bytes) if self.limits.disk_bytes else "50%"
-        if self._as_root:
-            argv = ["unshare", "--mount", "--propagation", "private", "--",
-                    "sh", "-c", _ROOT_STAGE_SCRIPT, "deepgym-holder-root", self._tmp, size, self._host_lower,
-                    str(identity.service_uid()), _HOLDER_SCRIPT, *(src for src, _ in self._ro_binds)]
-        else:
-            argv = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--",
-                    "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower]
+        # As root the holder starts in the staging namespace as the sandbox uid: root is never
+        # mapped into its user namespace.
+        argv = [*(staging.stager().enter_as_sandbox_uid() if self._as_root else ()),
+                "unshare", "--user", "--map-root-user", "--mount", "--net", "--",
+                "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower]
         # Not PR_SET_PDEATHSIG: that fires when the *thread* that started the holder exits,
         # and environments are often created in worker threads.
         return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
