@@ -311,7 +311,8 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
     """Grade a unified diff against the task's pristine tree with its hidden tests.
 
     ``no_verdict`` (never a silent 0) when the harness fails: the sandbox cannot start or dies,
-    the disk fills up, or the test run outlives ``timeout``.
+    or the host's disk fills up. Tests that outlive ``timeout`` are ``unresolved``: only the
+    change under test makes them hang.
 
     ``views``: take the grading view from this pool (renewed, never an agent's sandbox) and run
     the tests on its warm server; the same verdict, without interpreter start-up.
@@ -345,8 +346,11 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
     except (InfrastructureError, SandboxUnavailable) as exc:
         return Verdict.no_verdict(str(exc), time.monotonic() - start)
     if result.timed_out:
-        return Verdict.no_verdict(f"grading timed out: the hidden tests ran longer than {timeout:.0f}s",
-                                  time.monotonic() - start)
+        # The harness did its part (the view started, the tests ran); what ran too long is the
+        # change under test, so this counts against it, as in SWE-bench. Masking it would let a
+        # policy turn any failure into a dropped rollout by making the tests hang.
+        return _unresolved_all(task, f"the hidden tests ran longer than {timeout:.0f}s (a hang or an endless "
+                                     "loop in the change counts against it)", time.monotonic() - start)
     return judge(task, report, result, time.monotonic() - start, planted)
 
 

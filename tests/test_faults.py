@@ -36,9 +36,11 @@ def test_sandbox_killed_during_grading(toy_task, monkeypatch, no_leaks):
 
 
 def test_grading_timeout(toy_task, no_leaks):
+    """Tests that outlive the timeout count against the change (a task whose own tests hang with
+    the gold patch fails `tasks validate`); masking them would let a policy hide any failure."""
     slow = toy_task.test_patch.replace("assert clamp(50, 0, 10) + 0 == 10", "import time; time.sleep(60)")
     v = grade(dataclasses.replace(toy_task, test_patch=slow), toy_task.patch, timeout=3)
-    assert v.status == "no_verdict" and "timed out" in v.reason
+    assert v.status == "unresolved" and not v.masked and "longer than 3s" in v.reason
 
 
 def test_backend_unavailable(toy_task, monkeypatch, no_leaks):
@@ -49,12 +51,13 @@ def test_backend_unavailable(toy_task, monkeypatch, no_leaks):
     assert v.status == "no_verdict" and "no namespaces on this machine" in v.reason
 
 
-def test_disk_full(toy_task, no_leaks):
+def test_a_patch_larger_than_the_disk_cap_is_unresolved(toy_task, no_leaks):
     big = "".join(f"+{'x' * 99}\n" for _ in range(20_000))  # ~2 MB into a 512 kB sandbox
     patch = toy_task.patch + ("diff --git a/data.txt b/data.txt\nnew file mode 100644\n--- /dev/null\n"
                               f"+++ b/data.txt\n@@ -0,0 +1,20000 @@\n{big}")
     v = grade(toy_task, patch, limits=SandboxLimits(disk_bytes=512 * 1024))
-    assert v.status == "no_verdict" and "disk full" in v.reason
+    # The patch does not fit the sandbox's disk cap: the candidate's doing, not the harness's.
+    assert v.status == "unresolved" and not v.masked and "does not apply" in v.reason
 
 
 def test_episode_whose_sandbox_dies_is_masked(toy_task, no_leaks):
