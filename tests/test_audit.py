@@ -27,7 +27,7 @@ def toy_audits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, AuditRepor
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DEEPGYM_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
         task = task_from_row(toy_row(write_toy_repo(tmp_path_factory.mktemp("audit") / "calc")))
-        return {"real": audit_tasks([task], workers=2, progress=False),
+        return {"real": audit_tasks([task], workers=2, progress=False, leaks=False),
                 "weak": audit_tasks([task], exit_code_verifier, as_actions=False, workers=2, progress=False)}
 
 
@@ -91,6 +91,7 @@ def test_unknown_strategy_names_the_choices():
 
 # -- the audit against the real and the weak verifier ---------------------------------------------
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the shared fixture runs every strategy (~100 gradings) first
 @requires_namespace
 def test_real_grading_stops_every_exploit(toy_audits):
     report = toy_audits["real"]
@@ -102,6 +103,7 @@ def test_real_grading_stops_every_exploit(toy_audits):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the shared fixture runs every strategy (~100 gradings) first
 @requires_namespace
 def test_weak_verifier_is_found_exploitable(toy_audits):
     report = toy_audits["weak"]

@@ -54,6 +54,7 @@ def test_every_class_has_strategies_registered():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @requires_namespace
 @pytest.mark.parametrize("cls", sorted(CLASSES))
 def test_real_grading_stops_the_class(cls, toy):
