@@ -240,7 +240,8 @@ def parse_report(raw: str | None) -> dict[str, Any] | None:
     without the nonce was written by code under test: ignored, and counted in ``forged``. Anything
     else amiss is listed in ``tampered``, with what the plugin itself saw.
 
-    Returns ``{"tests", "exitstatus", "collected", "errors", "tampered", "forged", "finished"}``,
+    Returns ``{"tests", "exitstatus", "collected", "errors", "tampered", "forged", "finished", "bodies"}``
+    (``bodies``: test id -> [file, first line, installed?] of the code its call phase ran),
     or None when no authenticated stream arrived, or it never finished and nothing looks forged.
     """
     if not raw:
@@ -249,6 +250,7 @@ def parse_report(raw: str | None) -> dict[str, Any] | None:
     if len(nonce) != 32 or not rest:
         return None
     tests: dict[str, str] = {}
+    bodies: dict[str, list[Any]] = {}
     errors: list[dict[str, str]] = []
     tampered: list[str] = []
     forged, expected, finish = 0, 1, None
@@ -269,7 +271,7 @@ def parse_report(raw: str | None) -> dict[str, Any] | None:
         expected = number + 1
         problem = None if finish is None else "report lines after the end"
         if problem is None:
-            problem = _take_event(event, tests, errors, tampered)
+            problem = _take_event(event, tests, errors, tampered, bodies)
         if isinstance(problem, dict):
             finish = problem
         elif problem:
@@ -279,19 +281,24 @@ def parse_report(raw: str | None) -> dict[str, Any] | None:
     finish = finish or {}
     return {"tests": tests, "exitstatus": finish.get("exitstatus"), "collected": finish.get("collected", 0),
             "errors": errors, "tampered": list(dict.fromkeys(tampered)), "forged": forged,
-            "finished": bool(finish)}
+            "finished": bool(finish), "bodies": bodies}
 
 
-def _take_event(event: Any, tests: dict[str, str], errors: list[dict[str, str]], tampered: list[str]
-                ) -> str | dict[str, int] | None:
+def _take_event(event: Any, tests: dict[str, str], errors: list[dict[str, str]], tampered: list[str],
+                bodies: dict[str, list[Any]]) -> str | dict[str, int] | None:
     """Record one streamed event; return a problem, or the finish event's payload."""
     if not isinstance(event, dict):
         return "an unknown report line"
     keys = set(event)
-    if keys == {"test", "outcome"} and isinstance(event["test"], str) and event["outcome"] in OUTCOMES:
+    if keys - {"body"} == {"test", "outcome"} and isinstance(event["test"], str) and event["outcome"] in OUTCOMES:
         if event["test"] in tests:
             return "two outcomes reported for one test"
         tests[event["test"]] = event["outcome"]
+        body = event.get("body")
+        if body is not None:
+            if not (isinstance(body, list) and len(body) == 3 and isinstance(body[0], str)):
+                return "an unknown report line"
+            bodies[event["test"]] = body
     elif keys == {"collecterror", "longrepr"} and isinstance(event["collecterror"], str):
         errors.append({"nodeid": event["collecterror"], "longrepr": str(event["longrepr"])})
     elif keys == {"tampered"} and isinstance(event["tampered"], str):
@@ -351,7 +358,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
         # policy turn any failure into a dropped rollout by making the tests hang.
         return _unresolved_all(task, f"the hidden tests ran longer than {timeout:.0f}s (a hang or an endless "
                                      "loop in the change counts against it)", time.monotonic() - start)
-    return judge(task, report, result, time.monotonic() - start, planted)
+    return judge(task, report, result, time.monotonic() - start, planted, sb.workdir)
 
 
 #: Options under which pytest may rightly not run (or not finish) a canary: then none is planted.
@@ -411,7 +418,7 @@ VERDICTS = VerdictCache()
 
 
 def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: float,
-          planted: list[canary_tests.Canary] | tuple[()] = ()) -> Verdict:
+          planted: list[canary_tests.Canary] | tuple[()] = (), workdir: str = "/testbed") -> Verdict:
     """Turn a test report into a verdict, cross-checking it against the process's exit status
     and the canaries ``planted`` in the run (never listed in the verdict's tests)."""
     log = result.output[-8000:]
@@ -429,6 +436,7 @@ def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: floa
             tampered.append(f"{report['forged']} forged report line(s)")
         completed = bool(report.get("finished")) and report.get("exitstatus") in (0, 1)
         tampered += canary_tests.check(list(planted), reported, completed)
+        tampered += foreign_bodies([*f2p, *p2p, *(c.nodeid for c in planted)], report.get("bodies") or {}, workdir)
     reason = ""
     if tampered:
         reason = f"tampered: the test run was tampered with: {'; '.join(tampered[:5])}"
@@ -444,6 +452,28 @@ def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: floa
         bad = [f"{t} {v}" for t, v in tests.items() if v != "passed"]
         reason = f"{len(bad)} of {len(tests)} tests not passing: " + "; ".join(bad[:5])
     return Verdict(status, tests, counts["f2p"], counts["p2p"], reason, duration, log, bool(tampered))
+
+
+def foreign_bodies(ids: list[str], bodies: dict[str, list[Any]], workdir: str) -> list[str]:
+    """Graded tests whose call ran code from a file the change could edit, in place of a test's.
+
+    Test files and conftests are restored to pristine before grading, and installed code is out of
+    the change's reach; anything else (the package under test, /tmp, code with no file) running as
+    a test's body means the body was swapped (a test function hollowed out as its module loaded).
+    """
+    out = []
+    for test_id in ids:
+        body = bodies.get(test_id)
+        if not body:
+            continue
+        filename, _, installed = body
+        rel = filename[len(workdir) + 1:] if filename.startswith(workdir.rstrip("/") + "/") else None
+        if rel is not None and is_test_path(rel) or posixpath.basename(filename) == "conftest.py" and rel:
+            continue
+        if rel is None and installed:
+            continue
+        out.append(f"the body run for {test_id} is code from {rel or filename}")
+    return out[:3]
 
 
 def _unresolved_all(task: Task, reason: str, duration: float) -> Verdict:

@@ -140,9 +140,11 @@ def make_plugin():
     seq = [0]
     me, config_cell = [], []
     baseline = {}  # hook name -> [(HookImpl, function, code)] when this plugin was registered
-    judged = {}  # id(HookImpl) -> (HookImpl, legitimate?)
+    judged = {}  # id(HookImpl) -> (HookImpl, legitimate?, function, code) when first seen
     later = []  # plugins registered after this one
     pending, sent, raised, problems, collected = {}, set(), set(), [], [0]
+    bodies = {}  # nodeid -> [file, first line, trusted?] of the function its call phase ran
+    cells = []  # (cell, content) of every closure reachable from the hooks, once they exist
 
     def send(event):
         seq[0] += 1
@@ -228,6 +230,18 @@ def make_plugin():
             if now is not original[name][0] or _code(now) is not original[name][1]:
                 tamper(f"{name} replaced")
 
+    def check_cells():
+        # Closure cells are writable: what the hooks record with, or send through, must be
+        # what it was when they were made.
+        for cell, content in cells:
+            try:
+                same = cell.cell_contents is content
+            except ValueError:
+                same = False
+            if not same:
+                tamper("the report plugin's state was replaced")
+                return
+
     def check_later(manager):
         for plugin in later:
             if manager.is_registered(plugin):
@@ -260,6 +274,17 @@ def make_plugin():
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_call(item):
+        # What the test runs as its body: code from a file the change could edit (or from no file)
+        # in place of the test's own is tampering, which the host judges for the tests it grades.
+        fn = getattr(item, "obj", None)
+        for _ in range(20):
+            inner = getattr(fn, "__wrapped__", None)
+            if inner is None or inner is fn:
+                break
+            fn = inner
+        code = _code(fn)
+        if code is not None:
+            bodies[item.nodeid] = [code.co_filename, code.co_firstlineno, trusted(fn)]
         outcome = yield
         # A unittest TestCase's failure does not propagate out of runtest(): pytest keeps it on the
         # item (``_excinfo``) and turns it into the report later, where a planted plugin could flip it.
@@ -290,15 +315,20 @@ def make_plugin():
         if config_cell:
             check_hooks(config_cell[0].pluginmanager, CRITICAL_HOOKS)
         check_machinery()
+        check_cells()
         outcome = pending.pop(nodeid, None)
         if outcome is not None and nodeid not in sent:
             sent.add(nodeid)
-            send({"test": nodeid, "outcome": outcome})
+            event = {"test": nodeid, "outcome": outcome}
+            if nodeid in bodies:
+                event["body"] = bodies.pop(nodeid)
+            send(event)
 
     def pytest_sessionfinish(session, exitstatus):
         manager = session.config.pluginmanager
         check_hooks(manager)
         check_machinery()
+        check_cells()
         check_later(manager)
         send({"finish": {"exitstatus": int(exitstatus), "collected": collected[0]}})
         if fd is not None:
@@ -310,4 +340,18 @@ def make_plugin():
                  pytest_runtest_logfinish, pytest_sessionfinish):
         setattr(plugin, hook.__name__, hook)
     me.append(plugin)
+    seen, todo = set(), [getattr(plugin, name) for name in vars(plugin)]
+    while todo:
+        fn = todo.pop()
+        for cell in getattr(fn, "__closure__", None) or ():
+            if id(cell) in seen:
+                continue
+            seen.add(id(cell))
+            try:
+                content = cell.cell_contents
+            except ValueError:
+                continue
+            cells.append((cell, content))
+            if isinstance(content, types.FunctionType):
+                todo.append(content)
     return plugin

@@ -185,3 +185,62 @@ def test_the_host_reads_the_stream_strictly():
     forged = parse_report(stream(ok, end) + json.dumps({"tests": {F2P: "passed"}}) + "\n")
     assert forged["forged"] == 1
     assert parse_report(stream(ok)) is None  # never finished, nothing forged: no report at all
+
+
+#: Only the graded test's outcome forged (SWE-bench publishes graded ids, so canaries with other
+#: names keep theirs): the function the plugin's hooks record outcomes with, swapped in its cell.
+SWAP_RECORDER_CELL = '''\
+def _swap_recorder():
+    import gc
+    graded = {"tests/test_ops.py::test_clamp_above"}
+    for obj in gc.get_objects():
+        code = getattr(obj, "__code__", None)
+        if code is None or not code.co_filename.endswith("deepgym_report.py") or not obj.__closure__:
+            continue
+        for name, cell in zip(code.co_freevars, obj.__closure__):
+            if name == "record" and not getattr(cell.cell_contents, "forged", False):
+                def record(nodeid, outcome, _real=cell.cell_contents):
+                    return _real(nodeid, "passed" if nodeid in graded else outcome)
+                record.forged = True
+                cell.cell_contents = record
+
+
+_swap_recorder()
+'''
+
+#: Only the graded test hollowed out, by name, while its module loads: its body is empty code.
+HOLLOW_GRADED_TEST = '''\
+def _hollow_graded():
+    import sys
+    import types
+    graded = {"test_clamp_above"}
+    empty = (lambda *args, **kwargs: None).__code__
+
+    class Hollowing(types.ModuleType):
+        def __getattribute__(self, name):
+            if name == "__dict__":
+                for key, fn in list(types.ModuleType.__getattribute__(self, "__dict__").items()):
+                    if key in graded and isinstance(fn, types.FunctionType):
+                        fn.__code__ = empty.replace(co_name=key)
+            return types.ModuleType.__getattribute__(self, name)
+
+    frame = sys._getframe(1)
+    while frame is not None and not frame.f_globals.get("__name__", "").rpartition(".")[2].startswith("test_"):
+        frame = frame.f_back
+    if frame is not None:
+        sys.modules[frame.f_globals["__name__"]].__class__ = Hollowing
+
+
+_hollow_graded()
+'''
+
+
+@pytest.mark.slow
+@requires_namespace
+@pytest.mark.parametrize("payload, seen", [(SWAP_RECORDER_CELL, "the report plugin's state was replaced"),
+                                           (HOLLOW_GRADED_TEST, "the body run for " + F2P)],
+                         ids=["closure-cell", "hollowed-body"])
+def test_forging_only_the_graded_tests_by_name_is_caught(toy_task, payload, seen):
+    v = grade(toy_task, append_to_init(payload))
+    assert v.status == "unresolved" and v.tampered, v.reason
+    assert seen in v.reason
