@@ -8,6 +8,7 @@ clones a repository (a local path or any URL git can reach) at a revision.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 import subprocess
 import sys
@@ -117,9 +118,25 @@ def _unpack(archive: Path, dest: Path) -> Path:
             zf.extractall(dest)
     else:
         with tarfile.open(archive) as tf:
-            tf.extractall(dest, filter="data")  # refuses absolute paths, links out of dest, devices
+            if hasattr(tarfile, "data_filter"):
+                tf.extractall(dest, filter="data")  # refuses absolute paths, links out of dest, devices
+            else:  # Python before 3.10.12 / 3.11.4: the same refusals, by hand
+                for member in tf.getmembers():
+                    _check_member(member, archive.name)
+                tf.extractall(dest)
     entries = [p for p in dest.iterdir()]
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else dest
+
+
+def _check_member(member: tarfile.TarInfo, archive: str) -> None:
+    if member.name.startswith("/") or ".." in member.name.split("/"):
+        raise SynthError(f"{archive}: unsafe path {member.name!r} in the archive")
+    if not (member.isfile() or member.isdir() or member.issym()):
+        raise SynthError(f"{archive}: {member.name!r} is not a file, directory or symbolic link")
+    # No member name has "..", so a link whose target stays inside lexically cannot be chained out.
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
+    if member.issym() and (member.linkname.startswith("/") or target == ".." or target.startswith("../")):
+        raise SynthError(f"{archive}: link {member.name!r} points outside the archive")
 
 
 def _version_from_archive(filename: str, name: str) -> str:
