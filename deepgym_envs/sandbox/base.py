@@ -172,7 +172,7 @@ class HostViewSandbox:
         full_env = command_env(env)
         inner_cwd = cwd or self.workdir
         baseline = user_process_baseline()  # counted here, in the parent: the child only calls setrlimit
-        pipe = os.pipe() if report else None
+        pipe = report_channel() if report else None
         if pipe:
             full_env["DEEPGYM_REPORT_FD"] = str(pipe[1])
         fds = self._command_fds()
@@ -205,7 +205,7 @@ class HostViewSandbox:
         self._check_open()
         host = self.resolve(path)
         try:
-            with open(host, "rb") as fh:
+            with _open_regular(host, os.O_RDONLY, path) as fh:
                 return fh.read(self.limits.disk_bytes or -1)
         except FileNotFoundError:
             raise ToolError(f"{path}: no such file") from None
@@ -222,8 +222,10 @@ class HostViewSandbox:
         try:
             with self._host_writes():
                 os.makedirs(os.path.dirname(host), exist_ok=True)
-                with open(host, "wb") as fh:
+                with _open_regular(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, path) as fh:
                     fh.write(data)
+        except ToolError:
+            raise
         except OSError as exc:
             raise ToolError(f"{path}: cannot write: {exc.strerror}") from None
 
@@ -297,11 +299,43 @@ class HostViewSandbox:
 
 
 def command_argv(cmd: list[str] | str) -> list[str]:
-    """The argv a sandbox runs: a string goes to ``bash -c``; an empty command is the caller's mistake."""
+    """The argv a sandbox runs: a string goes to ``bash -c``; an empty command, or one with a NUL
+    byte (no program can receive it), is the caller's mistake."""
     argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
     if not argv:
         raise ToolError("empty command")
+    if any("\0" in str(a) for a in argv):
+        raise ToolError("the command contains a NUL byte")
     return argv
+
+
+def report_channel() -> tuple[int, int]:
+    """(host's read end, command's write end) of a private report channel.
+
+    A socket pair, not a pipe: a pipe's write end can be reopened for *reading* through
+    ``/proc/self/fd`` by anyone the pipe belongs to (the sandboxed code, when deepgym runs as an
+    ordinary user), which would let code under test take report lines off the channel; a socket
+    cannot be reopened that way, and what a socket sends only its peer receives.
+    """
+    import socket
+
+    host, command = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    host.shutdown(socket.SHUT_WR)  # nothing goes the other way
+    return host.detach(), command.detach()
+
+
+def _open_regular(host: str, flags: int, shown: str):
+    """Open a workspace file host-side, refusing what is not a regular file.
+
+    Never blocks (a FIFO the agent planted would hang the host's tool call) and never follows a
+    final symlink (``resolve`` already did, within the workspace).
+    """
+    fd = os.open(host, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolError(f"{shown}: not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb" if flags & os.O_ACCMODE == os.O_RDONLY else "wb")
 
 
 def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:

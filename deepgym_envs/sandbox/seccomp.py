@@ -4,7 +4,8 @@ Least privilege comes first (a non-zero uid, no capabilities, ``no_new_privs``);
 layer that does not depend on it. It refuses what a test suite never needs and an attacker would
 use to get out or to reach another process: mounting, new namespaces (``unshare``, ``setns``,
 ``clone`` with a namespace flag), tracing or reading another process's memory, kernel keyrings,
-BPF, perf, io_uring (its operations bypass seccomp), module loading, clocks and reboots.
+BPF, perf, io_uring (its operations bypass seccomp), module loading, clocks and reboots, and IPC
+objects that would outlive a run.
 
 One list, two encodings: a classic BPF program for bubblewrap's ``--seccomp FD`` (compiled by
 libseccomp, so syscall numbers are right on every architecture) and a Docker seccomp profile.
@@ -39,6 +40,10 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "io_uring_setup", "io_uring_enter", "io_uring_register",
     # the machine's clocks
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
+    # System V and POSIX message-queue IPC objects: they outlive the process that made them (a
+    # channel from one candidate to the next in a pooled view) and their memory counts against no
+    # cap of the sandbox. Python's multiprocessing uses neither (its semaphores live in /dev/shm).
+    "shmget", "semget", "msgget", "mq_open",
 )
 #: ``clone`` flags that create namespaces (CLONE_NEWTIME, NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER,
 #: NEWPID, NEWNET): each one alone is refused.

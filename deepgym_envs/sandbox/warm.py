@@ -32,7 +32,7 @@ import time
 from typing import TYPE_CHECKING
 
 from deepgym_envs.errors import SandboxError
-from deepgym_envs.sandbox.base import (ExecResult, apply_rlimits, command_env, drain_pipes,
+from deepgym_envs.sandbox.base import (ExecResult, apply_rlimits, command_env, drain_pipes, report_channel,
                                        user_process_baseline)
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ class WarmRunner:
     def _run(self, args: list[str], timeout: float, cwd: str) -> ExecResult | None:
         assert self._ctrl is not None
         start = time.monotonic()
-        pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, report
+        pipes = [os.pipe(), os.pipe(), report_channel()]  # stdout, stderr, report
         try:
             socket.send_fds(self._ctrl, [json.dumps({"args": args, "cwd": cwd}).encode()],
                             [w for _, w in pipes])

@@ -96,3 +96,32 @@ def test_the_warm_server_is_out_of_reach_of_the_runs_it_serves(sb):
                          {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert res is not None, "the warm server did not serve the run"
     assert res.exit_code == 0, res.output
+
+
+def test_no_ipc_object_can_outlive_a_run(sb):
+    """System V segments and POSIX message queues survive their process (a channel between
+    candidates in a pooled view, and memory no cap counts): creating them is refused."""
+    res = sb.exec(["python3", "-c", (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.shmget(0, 1 << 20, 0o1000 | 0o600), libc.semget(0, 1, 0o1000 | 0o600),\n"
+        "      libc.msgget(0, 0o1000 | 0o600))\n"
+        "rt = ctypes.CDLL('librt.so.1', use_errno=True)\n"
+        "print(rt.mq_open(b'/deepgym-probe', 0o100 | 2, 0o600, None))\n")])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.split() == ["-1", "-1", "-1", "-1"], res.stdout
+
+
+def test_the_report_channel_cannot_be_reopened_for_reading(sb):
+    """Code under test holds the report channel's write end; reopening it through /proc to read
+    what the plugin writes (the nonce, the outcomes) must fail, as an ordinary user too (a pipe
+    there belongs to the sandboxed code's own uid)."""
+    res = sb.exec(["python3", "-c", (
+        "import os\n"
+        "fd = os.environ['DEEPGYM_REPORT_FD']\n"
+        "try:\n"
+        "    open(f'/proc/self/fd/{fd}', 'rb')\n"
+        "    print('reopened')\n"
+        "except OSError as exc:\n"
+        "    print('refused', exc.errno)\n")], report=True)
+    assert res.stdout.startswith("refused"), res.output
