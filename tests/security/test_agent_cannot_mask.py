@@ -44,3 +44,23 @@ def test_a_change_that_hangs_the_hidden_tests_is_unresolved_not_masked(toy_task)
     assert verdict.status == "unresolved", verdict.reason
     assert not verdict.masked
     assert "longer than" in verdict.reason
+
+
+def test_odd_input_and_odd_files_are_error_observations():
+    """A NUL byte in a command (env.step raised ValueError) and a FIFO where a file should be
+    (view and edit blocked the host forever) come back as errors the agent can read."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = gym.make("deepgym/SWE-v0", reward_mode="outcome")
+    try:
+        env.reset(seed=0)
+        obs, *_ = env.step({"name": "bash", "arguments": {"command": "echo a\x00b"}})
+        assert obs.startswith("Error:") and "NUL" in obs
+        env.step({"name": "bash", "arguments": {"command": "mkfifo /testbed/pipe"}})
+        obs, *_ = env.step({"name": "view", "arguments": {"path": "pipe"}})
+        assert obs.startswith("Error:") and "not a regular file" in obs
+        obs, *_ = env.step({"name": "edit", "arguments": {"command": "str_replace", "path": "pipe",
+                                                          "old_str": "a", "new_str": "b"}})
+        assert obs.startswith("Error:")
+    finally:
+        env.close()
