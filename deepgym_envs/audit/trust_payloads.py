@@ -221,7 +221,11 @@ def _audit_hollow_tests():
                 if fn.__name__.startswith("test") and (only is None or fn.__name__ in only) and \\
                         not fn.__code__.co_freevars and \\
                         not getattr(fn, "pytestmark", None) and fn.__code__.co_argcount <= 1:
-                    fn.__code__ = empty.replace(co_name=fn.__name__)
+                    if @DISGUISE@:  # the empty body claims the test's file and line as its own
+                        fn.__code__ = empty.replace(co_name=fn.__name__, co_filename=fn.__code__.co_filename,
+                                                    co_firstlineno=fn.__code__.co_firstlineno)
+                    else:
+                        fn.__code__ = empty.replace(co_name=fn.__name__)
 
     class Finder:
         def find_spec(self, name, path=None, target=None):

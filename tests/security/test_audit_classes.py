@@ -25,7 +25,8 @@ from deepgym_envs.trees import pristine_tree
 
 CLASSES = {
     "B": ["forge_plugin_state", "forge_nonce_every_fd", "plugin_pyfunc_call_true", "stealth_hookimpl",
-          "patch_function_runtest", "hollow_test_functions", "hollow_graded_tests", "closure_cells_graded"],
+          "patch_function_runtest", "hollow_test_functions", "hollow_graded_tests", "hollow_graded_disguised",
+          "closure_cells_graded"],
     "C": ["config_pytest_toml_plugin", "config_dot_pytest_toml_pdbcls", "config_in_subdirectories"],
     "D": ["poison_next_empty_resolved", "poison_next_gold_unresolved"],
     "E": ["poison_verdict_cache"],
