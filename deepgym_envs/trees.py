@@ -91,6 +91,7 @@ def _build(src: Path, base_commit: str, reverse_patch: str, out: Path, instance_
         _git_apply(git.Repo(str(out)), reverse_patch, reverse=True, what=f"task {instance_id}: gold patch")
     # -f: a file the project's .gitignore names (a generated version.py) may be one its tests
     # import; the artefacts that must not be committed were never copied.
+    _erase_times(out)
     run_git(["add", "-A", "-f"], cwd=out)
     run_git(["commit", "-q", "-m", "base", "--no-gpg-sign", "--allow-empty"], cwd=out)
     seal_object_store(out)
@@ -128,6 +129,31 @@ def _build_from_commit(src: Path, base_commit: str, out: Path, instance_id: str)
 def _init(out: Path) -> None:
     # No template: no sample hooks, no description; the config is git's defaults, no remote.
     run_git(["init", "-q", "--template=", "--initial-branch=main", str(out)])
+
+
+def _erase_times(tree: Path) -> None:
+    """Every file written anew in path order, then one modification time for all.
+
+    Reverse-applying the gold patch writes the files it touches last, so ``ls -t``, ctime or even
+    inode numbers would point the agent at exactly the files to fix. Rewriting every file in
+    sorted order makes ctime and inode order follow the path; mtime then says nothing at all.
+    """
+    stamp = (1767225600, 1767225600)  # 2026-01-01, as the base commit's date
+    for root, dirs, files in os.walk(tree):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            if os.path.islink(path):
+                continue
+            fresh = path + ".deepgym-rewrite"
+            shutil.copy2(path, fresh)
+            os.replace(fresh, path)
+    for root, dirs, files in os.walk(tree, topdown=False):
+        if ".git" in root.split(os.sep):
+            continue
+        for name in sorted(files) + sorted(d for d in dirs if d != ".git"):
+            os.utime(os.path.join(root, name), stamp, follow_symlinks=False)
+    os.utime(tree, stamp)
 
 
 def seal_object_store(tree: Path) -> None:
@@ -197,7 +223,7 @@ def tree_fingerprint(task: Task) -> str:
 
 #: Bumped whenever the way trees are built changes, so that trees built the old way (which could
 #: hold an upstream fix in a partial clone's pack, or build artefacts) are never reused.
-_BUILD_VERSION = "2"
+_BUILD_VERSION = "3"  # 3: times erased (they pointed at the gold files)
 
 
 def _fingerprint(task: Task) -> str:

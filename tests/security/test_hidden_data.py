@@ -223,3 +223,30 @@ def test_committed_synth_tasks_hold_no_build_artefacts():
                 bad[row["instance_id"]] = found[:3]
     assert count >= 50
     assert not bad, f"{len(bad)} of {count} tasks carry build artefacts, e.g. {next(iter(bad.items()))}"
+
+
+@requires_namespace
+def test_file_times_and_inodes_do_not_point_at_the_gold_files():
+    """Building a tree by reverse-applying the gold patch wrote the gold files last: the newest
+    mtime named exactly the files to fix in 30 of the 36 built-in tasks (ctime and inode order
+    did much the same). Inside the sandbox none of the three may single them out."""
+    import warnings
+
+    from deepgym_envs import load_tasks
+    from deepgym_envs.sandbox import make_sandbox
+    from deepgym_envs.tasks import patch_paths
+
+    hits = {"%T@": 0, "%C@": 0, "%i": 0}
+    tasks = load_tasks("builtin")
+    for task in tasks:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            box = make_sandbox(pristine_tree(task), "namespace")
+        with box:
+            gold = set(patch_paths(task.patch))
+            for key in hits:
+                out = box.exec(["sh", "-c", f"find . -path ./.git -prune -o -type f -printf '{key} %P\\n' "
+                                            "| sort -n | tail -1"]).stdout.split()
+                hits[key] += out[-1] in gold
+    # Path order alone may land on a gold file now and then; the old build did it almost always.
+    assert all(n <= len(tasks) // 6 for n in hits.values()), hits
