@@ -116,9 +116,18 @@ def is_test_path(path: str) -> bool:
 
 
 def is_protected(path: str, task: Task) -> bool:
-    """Paths put back to pristine before grading, whatever the agent did to them."""
+    """Paths put back to pristine before grading, whatever the agent did to them.
+
+    A file the gold patch edits is never put back (library code under a ``testing/`` directory,
+    as in sympy or django, would revert the fix itself), unless the hidden tests or pytest's
+    configuration live in it: those are always the pristine ones.
+    """
     name = posixpath.basename(path)
-    return is_test_path(path) or name in config_names() or path in task.hidden_test_files
+    # .gitattributes decides how git writes files (working-tree-encoding, filters): the hidden
+    # test patch is written through it, so it is configuration too.
+    if path in task.hidden_test_files or name in config_names() or name == ".gitattributes":
+        return True
+    return is_test_path(path) and path not in task.gold_files
 
 
 def is_shadow(path: str) -> bool:
@@ -151,19 +160,37 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> Non
         sb.apply_patch(patch)  # ToolError when it does not apply: the candidate is unresolved
     in_pristine = pristine_files(tree)
     changed = set(patch_paths(patch)) | set(sb.changed_files()) if patch.strip() else set()
-    # Parents before children, so a directory replaced by a symlink is restored as a directory.
+    # Parents before children, so a directory replaced by a symlink is restored as a directory;
+    # what lies under a path already restored (or removed) went with it.
+    done: list[str] = []
     for path in sorted(changed, key=lambda p: (p.count("/"), p)):
+        if any(path.startswith(d + "/") for d in done):
+            continue
         if path in in_pristine and is_protected(path, task):
             _restore(sb, tree, path)
+            done.append(path)
         elif path not in in_pristine and (is_protected(path, task) or is_shadow(path)):
             sb.remove(path)
+            done.append(path)
     if task.test_patch.strip():
         try:
             sb.apply_patch(task.test_patch)
         except ToolError as exc:
             if _view_disk_full(sb, len(task.test_patch)):  # the change filled the view: the agent's doing
                 raise ToolError("the change leaves no room for the hidden tests in the sandbox's disk") from None
+            if _applies_to_pristine(tree, task.test_patch):
+                # A fact, not a message: the hidden tests fit the pristine tree, so it is the change
+                # (a directory of tests turned into a link, say) that keeps them out.
+                raise ToolError(f"the change keeps the hidden tests from being added: {exc}") from None
             raise InfrastructureError(f"hidden test patch does not apply: {exc}") from None
+
+
+def _applies_to_pristine(tree: Path, patch: str) -> bool:
+    try:
+        run_git(["apply", "--check", "--whitespace=nowarn", "--recount", "-"], cwd=tree, input=patch)
+        return True
+    except InfrastructureError:
+        return False
 
 
 def _view_disk_full(sb: Sandbox, need: int) -> bool:
@@ -446,6 +473,9 @@ def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: floa
         reason = f"report says exit {report.get('exitstatus')} but the process exited {result.exit_code}"
     elif result.exit_code not in (0, 1):
         reason = f"pytest did not complete (exit {result.exit_code})"
+    if tampered:
+        # A caught forgery earns no progress either: the counts would feed the shaping reward.
+        counts = {name: {"passed": 0, "total": c["total"]} for name, c in counts.items()}
     all_pass = all(v == "passed" for v in tests.values())
     status: Status = "resolved" if all_pass and not reason else "unresolved"
     if not reason and not all_pass:

@@ -261,6 +261,9 @@ def git_env() -> dict[str, str]:
     # Run as root, pristine trees belong to the sandbox uid (sandbox.identity): git's check against
     # repositories owned by someone else would refuse our own. Sandboxed code never reaches them.
     env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
+    # No per-user attributes file either (git would look under $HOME, which the sandbox uid may
+    # not read): what decides how files are written is the repository's own.
+    env["XDG_CONFIG_HOME"] = "/nonexistent"
     return env
 
 

@@ -239,7 +239,7 @@ class HostViewSandbox:
         with self._host_writes():
             try:
                 os.unlink(host)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # gone already, or its parent is a file now
                 pass
             except IsADirectoryError:
                 import shutil
