@@ -75,6 +75,17 @@ while True:
     git.stdout.read(1)
     check("git object %s (%s)" % (head[0].decode(), head[1].decode()), data)
 git.wait()
+stats = []
+for dirpath, dirs, files in os.walk("/testbed"):
+    dirs[:] = [d for d in dirs if d != ".git"]
+    for name in files:
+        try:
+            st = os.lstat(os.path.join(dirpath, name))
+        except OSError:
+            continue
+        stats.append([os.path.relpath(os.path.join(dirpath, name), "/testbed"), st.st_mtime_ns, st.st_ctime_ns,
+                      st.st_ino])
+print(json.dumps({"stats": stats}))
 roots = [line.split()[4] for line in open("/proc/self/mountinfo")]
 roots += [sys.prefix, sys.base_prefix, *site.getsitepackages()]
 print(json.dumps({"roots": sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)})}))
@@ -206,6 +217,8 @@ def scan_tasks(tasks: Sequence[Task], backend: str | None = None) -> list[Leak]:
                     first_task.setdefault(root, task)
             elif "loc" in row:
                 hits[row["loc"]] = {flat[i] for i in row["hits"]}
+            elif "stats" in row:
+                leaks += _order_leaks(task, row["stats"])
         leaks += _judge(n, hits)
     for root, owners in shared.items():
         leaks += _scan_shared(root, owners, first_task[root], backend)
@@ -264,3 +277,23 @@ def _judge(n: _Needles, hits: dict[str, set[str]]) -> list[Leak]:
 
 def _holds(strings: set[str], needle: str) -> bool:
     return any(v in strings or any(v in h for h in strings) for v in {needle, _escaped(needle)})
+
+
+def _order_leaks(task: Task, stats: list[list[Any]]) -> list[Leak]:
+    """The files to fix singled out by metadata: newest modification or change time, or highest
+    inode (created last), while the order of their paths would not single them out."""
+    gold = set(task.gold_files)
+    files = [row for row in stats if isinstance(row, list) and len(row) == 4]
+    present = gold & {row[0] for row in files}
+    k = len(present)
+    if not k or len(files) <= k:
+        return []
+    by_path = {row[0] for row in sorted(files, key=lambda r: r[0], reverse=True)[:k]}
+    out = []
+    for index, what in ((1, "modification time"), (2, "change time"), (3, "inode number")):
+        ranked = sorted(files, key=lambda r: r[index], reverse=True)
+        top = {row[0] for row in ranked[:k]}
+        if top == present and ranked[k - 1][index] > ranked[k][index] and by_path != present:
+            out.append(Leak(task.instance_id, "gold", f"/testbed: the files to fix have the highest {what}", k, k,
+                            ", ".join(sorted(present))[:120]))
+    return out

@@ -11,6 +11,7 @@ built-in task leaked through the installed task files.
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -103,9 +104,14 @@ def test_leak_scan_finds_answers_planted_in_the_starting_state(tmp_path):
     tree = pristine_tree(in_git)
     sha = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=fixed, text=True, cwd=tree,
                          capture_output=True, check=True).stdout.strip()
+    # The file to fix written last: its modification time names it (how trees used to be built).
+    by_time = task_from_row(toy_row(write_toy_repo(tmp_path / "time"), instance_id="toy__time-001"))
+    newest = pristine_tree(by_time) / "src/calc/ops.py"
+    os.utime(newest, ns=(newest.stat().st_atime_ns, newest.stat().st_mtime_ns + 10**9))
     clean = task_from_row(toy_row(write_toy_repo(tmp_path / "clean"), instance_id="toy__clean-001"))
-    leaks = scan_tasks([in_tree, in_git, clean])
+    leaks = scan_tasks([in_tree, in_git, by_time, clean])
     where = {(leak.task_id, leak.kind, leak.location) for leak in leaks}
+    assert ("toy__time-001", "gold", "/testbed: the files to fix have the highest modification time") in where
     assert ("toy__copy-001", "gold", "/testbed/docs/ops_reference.py") in where, leaks
     assert ("toy__git-001", "gold", f"git object {sha} (blob)") in where, leaks
     assert not [leak for leak in leaks if leak.task_id == "toy__clean-001"], leaks
