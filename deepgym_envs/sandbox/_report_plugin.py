@@ -25,6 +25,7 @@ this is a wall against an adaptive attacker; it closes the generic tricks, and t
 rest with canary tests only it knows (see ``deepgym_envs.canaries``).
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -123,6 +124,142 @@ def _trust(workspace):
     return trusted
 
 
+_CO_OPTIMIZED = 0x1  # set on functions, lambdas and comprehensions; not on class bodies
+
+
+def _compiled_variants(path):
+    """What importing the test file at ``path`` can run: pytest's assertion-rewritten compile (as
+    ``_rewrite_test`` does it) and the plain one (``--assert=plain``, files pytest does not rewrite)."""
+    import ast
+
+    with open(path, "rb") as fh:
+        source = fh.read()
+    tree = ast.parse(source, filename=path)
+    out = [(compile(source, path, "exec", dont_inherit=True), tree)]
+    try:
+        from _pytest.assertion.rewrite import rewrite_asserts
+
+        rewritten = ast.parse(source, filename=path)
+        rewrite_asserts(rewritten, source, path, None)
+        out.append((compile(rewritten, path, "exec", dont_inherit=True), tree))
+    except Exception:  # a pytest without the rewriter's entry point: plain imports only
+        pass
+    return out
+
+
+def _layout(tree):
+    """Qualnames of the functions whose decorators may wrap them (not pytest marks), and each
+    class's bases that are classes of the same file, both from the file's syntax."""
+    import ast
+
+    decorated, bases, classes = set(), {}, set()
+
+    def is_mark(node):
+        node = node.func if isinstance(node, ast.Call) else node
+        while isinstance(node, ast.Attribute):
+            if node.attr == "mark":
+                return True
+            node = node.value
+        return isinstance(node, ast.Name) and node.id == "mark"
+
+    def walk(body, prefix, wrapped):
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                qual = prefix + node.name
+                classes.add(qual)
+                bases[qual] = [b.id for b in node.bases if isinstance(b, ast.Name)]
+                walk(node.body, qual + ".", wrapped or any(not is_mark(d) for d in node.decorator_list))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if wrapped or any(not is_mark(d) for d in node.decorator_list):
+                    decorated.add(prefix + node.name)
+            elif isinstance(node, (ast.If, ast.Try)):  # definitions under a version or import guard
+                for part in (node.body, node.orelse, *(h.body for h in getattr(node, "handlers", ())),
+                             getattr(node, "finalbody", [])):
+                    walk(part, prefix, wrapped)
+
+    walk(tree.body, "", False)
+    return decorated, {c: [b for b in bs if b in classes] for c, bs in bases.items()}
+
+
+def _make_fingerprint():
+    """A digest of what a code object does, whatever it says of where it comes from (file, line,
+    name): what the test file compiled to at load and what a test runs are compared through it.
+    Built-ins are bound now; constants of any type a compiler does not emit never match."""
+    sha256, repr_, type_, code_type = hashlib.sha256, repr, type, types.CodeType
+    plain = (int, bool, float, complex, str, bytes, type(None), type(Ellipsis))
+    fields = ("co_code", "co_consts", "co_names", "co_varnames", "co_freevars", "co_cellvars",
+              "co_argcount", "co_kwonlyargcount", "co_flags")
+
+    def norm(value):
+        kind = type_(value)
+        if kind is code_type:
+            return ("code", tuple(norm(getattr(value, f)) for f in fields))
+        if kind is tuple:
+            return ("tuple", tuple(norm(v) for v in value))
+        if kind is frozenset:
+            return ("frozenset", tuple(sorted(repr_(norm(v)) for v in value)))
+        if any(kind is t for t in plain):
+            return (kind.__name__, repr_(value))
+        return ("object", repr_(id(value)))
+
+    def fingerprint(code):
+        return sha256(repr_(norm(code)).encode()).hexdigest()
+
+    return fingerprint
+
+
+def _expected_bodies(realpath, fingerprint):
+    """Fingerprints of every function of the test files on pytest's command line, read now, while
+    they are exactly what the host wrote and before any code of the repository has run.
+
+    Returns frozensets: ``(path, qualname, digest)`` expected, ``(path, qualname)`` known,
+    ``(path, qualname)`` decorated with more than marks, ``(path, digest)`` of any code in a file.
+    """
+    expected, known, wrapped, anywhere = set(), set(), set(), set()
+    for arg in sys.argv[1:]:
+        path = arg.partition("::")[0]
+        if not path.endswith(".py") or not os.path.isfile(path):
+            continue
+        path = realpath(path)
+        try:
+            variants = _compiled_variants(path)
+        except (OSError, SyntaxError, ValueError):
+            continue  # pytest reports the file as a collection error
+        decorated, bases = _layout(variants[0][1])
+        quals = {}
+
+        def collect(code, prefix):
+            for const in code.co_consts:
+                if type(const) is not types.CodeType:
+                    continue
+                qual = prefix + const.co_name
+                digest = fingerprint(const)
+                anywhere.add((path, digest))
+                if const.co_flags & _CO_OPTIMIZED:
+                    quals.setdefault(qual, set()).add(digest)
+                    collect(const, qual + ".<locals>.")
+                else:  # a class body
+                    collect(const, qual + ".")
+
+        for code, _ in variants:
+            collect(code, "")
+        for _ in range(len(bases)):  # methods a class inherits from a class of the same file
+            for cls, parents in bases.items():
+                for parent in parents:
+                    for qual in [q for q in quals if q.startswith(parent + ".") and "." not in q[len(parent) + 1:]]:
+                        mine = f"{cls}.{qual[len(parent) + 1:]}"
+                        if mine not in quals:
+                            quals[mine] = quals[qual]
+                            if qual in decorated:
+                                decorated.add(mine)
+        for qual, digests in quals.items():
+            known.add((path, qual))
+            expected.update((path, qual, d) for d in digests)
+            if qual in decorated:
+                wrapped.add((path, qual))
+    return frozenset(expected), frozenset(known), frozenset(wrapped), frozenset(anywhere)
+
+
 class _Plugin:
     """The plugin object pytest registers (hashable: pytest keeps plugins in sets)."""
 
@@ -145,6 +282,61 @@ def make_plugin():
     pending, sent, raised, problems, collected = {}, set(), set(), [], [0]
     bodies = {}  # nodeid -> [file, first line, trusted?] of the function its call phase ran
     cells = []  # (cell, content) of every closure reachable from the hooks, once they exist
+    fingerprint = _make_fingerprint()
+    expected, known, wrapped, anywhere = _expected_bodies(realpath, fingerprint)
+    type_, function_type, method_type = type, types.FunctionType, types.MethodType
+    gettrace, getprofile, monitoring = sys.gettrace, sys.getprofile, getattr(sys, "monitoring", None)
+
+    def tracers():
+        tools = tuple(monitoring.get_tool(i) for i in range(6)) if monitoring is not None else ()
+        return gettrace(), getprofile(), tools
+
+    at_load = tracers()
+
+    def runs_as_written(path, qual, fn):
+        """Whether calling ``fn`` runs the code the test file has for ``qual``: the function itself,
+        or, where the file decorates it, through wrappers from the file or an installed package."""
+        for _ in range(20):
+            if type_(fn) is method_type:
+                fn = fn.__func__
+            if type_(fn) is not function_type:
+                return (path, qual) in wrapped and fn is not None and trusted(type_(fn).__call__)
+            digest = fingerprint(fn.__code__)
+            if (path, qual, digest) in expected:
+                return True
+            if (path, qual) not in wrapped:
+                return False
+            if (path, digest) not in anywhere and not trusted(fn, conftests()):
+                return False
+            inner = getattr(fn, "__wrapped__", None)
+            if inner is None:
+                return True  # a wrapper that does not say what it wraps, from the file or installed
+            fn = inner
+        return False
+
+    def conftests():
+        return {realpath(m.__file__) for m in list(sys.modules.values()) if is_conftest(m)}
+
+    def check_body(item, when):
+        # Keyed by the node id (what the host grades), never by what the function says of itself.
+        nodeid = item.nodeid
+        if not expected or not config_cell or type_(nodeid) is not str:
+            return
+        path, _, rest = nodeid.partition("::")
+        key = (realpath(os.path.join(str(config_cell[0].rootpath), path)), rest.partition("[")[0].replace("::", "."))
+        if key not in known:
+            return  # generated, imported or inherited from elsewhere: nothing in the file to compare with
+        try:
+            fn = item.obj
+        except Exception:
+            return  # pytest cannot call it either: the test errors
+        if not runs_as_written(*key, fn):
+            tamper(f"the code run for {nodeid} differs from its test file ({when})")
+
+    def check_tracers(nodeid):
+        now = tracers()
+        if now[0] is not at_load[0] or now[1] is not at_load[1] or now[2] != at_load[2]:
+            tamper(f"a trace or profile function was set during {nodeid}")
 
     def send(event):
         seq[0] += 1
@@ -268,7 +460,10 @@ def make_plugin():
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_pyfunc_call(pyfuncitem):
+        check_body(pyfuncitem, "as it was called")
+        check_tracers(pyfuncitem.nodeid)
         outcome = yield
+        check_tracers(pyfuncitem.nodeid)
         if outcome.excinfo is not None:
             raised.add(pyfuncitem.nodeid)
 
@@ -285,7 +480,11 @@ def make_plugin():
         code = _code(fn)
         if code is not None:
             bodies[item.nodeid] = [code.co_filename, code.co_firstlineno, trusted(fn)]
+        check_body(item, "before its call")
+        check_tracers(item.nodeid)
         outcome = yield
+        check_body(item, "after its call")  # unittest looks the method up when it runs, after setUp
+        check_tracers(item.nodeid)
         # A unittest TestCase's failure does not propagate out of runtest(): pytest keeps it on the
         # item (``_excinfo``) and turns it into the report later, where a planted plugin could flip it.
         if outcome.excinfo is not None or getattr(item, "_excinfo", None):
