@@ -138,3 +138,19 @@ def test_leaks_fail_the_audit_and_have_their_own_section(tmp_path):
     assert any(leak["location"] == "/testbed/notes.py" for leak in data["leaks"])
     assert report.failed and not report.exploitable
     assert report.leak_table().row_count == len(report.leaks)
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_an_episode_leaves_no_answer_for_the_next(tmp_path):
+    # Reading an agent's diff (git add with the pristine tree's git dir) must not write the agent's
+    # files into the object store every later sandbox of the task shares: one rollout's solution
+    # would be `git cat-file --batch-all-objects` away for the rest.
+    from deepgym_envs.sandbox import make_sandbox
+
+    task = task_from_row(toy_row(write_toy_repo(tmp_path / "calc"), instance_id="toy__episode-001"))
+    fixed = (write_toy_repo(tmp_path / "fixed") / "src/calc/ops.py").read_bytes()
+    with make_sandbox(pristine_tree(task)) as sb:
+        sb.write_file("src/calc/ops.py", fixed)
+        assert "min(x, hi)" in sb.diff()
+    assert [leak for leak in scan_tasks([task]) if leak.location.startswith("git object")] == []
