@@ -135,24 +135,24 @@ def _compiled_variants(path):
     with open(path, "rb") as fh:
         source = fh.read()
     tree = ast.parse(source, filename=path)
-    out = [(compile(source, path, "exec", dont_inherit=True), tree)]
+    out = [compile(source, path, "exec", dont_inherit=True)]
     try:
         from _pytest.assertion.rewrite import rewrite_asserts
 
         rewritten = ast.parse(source, filename=path)
         rewrite_asserts(rewritten, source, path, None)
-        out.append((compile(rewritten, path, "exec", dont_inherit=True), tree))
+        out.append(compile(rewritten, path, "exec", dont_inherit=True))
     except Exception:  # a pytest without the rewriter's entry point: plain imports only
         pass
-    return out
+    return tree, out
 
 
-def _layout(tree):
-    """Qualnames of the functions whose decorators may wrap them (not pytest marks), and each
-    class's bases that are classes of the same file, both from the file's syntax."""
+def _layout(tree, path, workspace):
+    """From a file's syntax: qualnames of functions whose decorators may wrap them (more than
+    pytest marks), each class's base names, and names imported ``from`` a file of the workspace."""
     import ast
 
-    decorated, bases, classes = set(), {}, set()
+    decorated, bases, imports = set(), {}, {}
 
     def is_mark(node):
         node = node.func if isinstance(node, ast.Call) else node
@@ -162,23 +162,46 @@ def _layout(tree):
             node = node.value
         return isinstance(node, ast.Name) and node.id == "mark"
 
+    def module_file(module, level):
+        parts = (module or "").split(".") if module else []
+        roots = [os.path.dirname(path)]
+        if level:
+            for _ in range(level - 1):
+                roots = [os.path.dirname(roots[0])]
+        else:  # rootdir-style sys.path entries: the test file's directory and those above it
+            while _under(os.path.dirname(roots[-1]), workspace) and roots[-1] != workspace:
+                roots.append(os.path.dirname(roots[-1]))
+        for root in roots:
+            for candidate in (os.path.join(root, *parts) + ".py", os.path.join(root, *parts, "__init__.py")):
+                if parts or candidate.endswith("__init__.py"):
+                    if os.path.isfile(candidate) and _under(os.path.realpath(candidate), workspace):
+                        return os.path.realpath(candidate)
+        return None
+
     def walk(body, prefix, wrapped):
         for node in body:
             if isinstance(node, ast.ClassDef):
                 qual = prefix + node.name
-                classes.add(qual)
                 bases[qual] = [b.id for b in node.bases if isinstance(b, ast.Name)]
                 walk(node.body, qual + ".", wrapped or any(not is_mark(d) for d in node.decorator_list))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if wrapped or any(not is_mark(d) for d in node.decorator_list):
                     decorated.add(prefix + node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):  # test_x = wrap(test_x)
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                decorated.update(prefix + t.id for t in targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.ImportFrom) and not prefix:
+                for alias in node.names:
+                    source = module_file(node.module, node.level)
+                    if source is not None:
+                        imports[alias.asname or alias.name] = (source, alias.name)
             elif isinstance(node, (ast.If, ast.Try)):  # definitions under a version or import guard
                 for part in (node.body, node.orelse, *(h.body for h in getattr(node, "handlers", ())),
                              getattr(node, "finalbody", [])):
                     walk(part, prefix, wrapped)
 
     walk(tree.body, "", False)
-    return decorated, {c: [b for b in bs if b in classes] for c, bs in bases.items()}
+    return decorated, bases, imports
 
 
 def _make_fingerprint():
@@ -208,55 +231,83 @@ def _make_fingerprint():
     return fingerprint
 
 
-def _expected_bodies(realpath, fingerprint):
-    """Fingerprints of every function of the test files on pytest's command line, read now, while
-    they are exactly what the host wrote and before any code of the repository has run.
+def _expected_bodies(realpath, fingerprint, workspace):
+    """Fingerprints of the functions of the test files on pytest's command line (and of the base
+    classes their test classes import from the workspace), read now, while they are exactly what
+    the host wrote and before any code of the repository has run.
 
     Returns frozensets: ``(path, qualname, digest)`` expected, ``(path, qualname)`` known,
-    ``(path, qualname)`` decorated with more than marks, ``(path, digest)`` of any code in a file.
+    ``(path, qualname)`` decorated with more than marks, and the digest of any code in those files.
     """
-    expected, known, wrapped, anywhere = set(), set(), set(), set()
+    files = {}  # path -> (qualname -> digests, decorated, bases, imports)
+    anywhere = set()
+
+    def load(path):
+        if path not in files and len(files) < 400:
+            files[path] = None
+            try:
+                tree, variants = _compiled_variants(path)
+            except (OSError, SyntaxError, ValueError):
+                return  # pytest reports the file as a collection error
+            quals = {}
+
+            def collect(code, prefix):
+                for const in code.co_consts:
+                    if type(const) is types.CodeType:
+                        digest = fingerprint(const)
+                        anywhere.add(digest)
+                        if const.co_flags & _CO_OPTIMIZED:
+                            quals.setdefault(prefix + const.co_name, set()).add(digest)
+                            collect(const, prefix + const.co_name + ".<locals>.")
+                        else:  # a class body
+                            collect(const, prefix + const.co_name + ".")
+
+            for code in variants:
+                collect(code, "")
+            files[path] = (quals, *_layout(tree, path, workspace))
+        return files[path]
+
+    def find_class(path, name, depth=0):
+        """Where the class a file knows as ``name`` is defined: this file, or one it imports it from."""
+        info = load(path)
+        if info is None or depth > 8:
+            return None
+        if name in info[2]:
+            return path, name
+        source = info[3].get(name)
+        return find_class(*source, depth + 1) if source else None
+
+    def methods(path, cls, depth=0):
+        """name -> [(path, qualname)] of the functions class ``cls`` of ``path`` has or inherits:
+        its own definition, else every one its bases have (no MRO worked out, so a diamond is no
+        false alarm)."""
+        info = load(path)
+        found = {}
+        if info is None or depth > 8:
+            return found
+        for base in info[2].get(cls, []):
+            where = find_class(path, base)
+            for name, sources in (methods(*where, depth + 1) if where else {}).items():
+                found.setdefault(name, []).extend(s for s in sources if s not in found.get(name, []))
+        found.update({q[len(cls) + 1:]: [(path, q)] for q in info[0]
+                      if q.startswith(cls + ".") and "." not in q[len(cls) + 1:]})
+        return found
+
+    expected, known, wrapped = set(), set(), set()
     for arg in sys.argv[1:]:
         path = arg.partition("::")[0]
-        if not path.endswith(".py") or not os.path.isfile(path):
+        if not path.endswith(".py") or not os.path.isfile(path) or load(realpath(path)) is None:
             continue
         path = realpath(path)
-        try:
-            variants = _compiled_variants(path)
-        except (OSError, SyntaxError, ValueError):
-            continue  # pytest reports the file as a collection error
-        decorated, bases = _layout(variants[0][1])
-        quals = {}
-
-        def collect(code, prefix):
-            for const in code.co_consts:
-                if type(const) is not types.CodeType:
-                    continue
-                qual = prefix + const.co_name
-                digest = fingerprint(const)
-                anywhere.add((path, digest))
-                if const.co_flags & _CO_OPTIMIZED:
-                    quals.setdefault(qual, set()).add(digest)
-                    collect(const, qual + ".<locals>.")
-                else:  # a class body
-                    collect(const, qual + ".")
-
-        for code, _ in variants:
-            collect(code, "")
-        for _ in range(len(bases)):  # methods a class inherits from a class of the same file
-            for cls, parents in bases.items():
-                for parent in parents:
-                    for qual in [q for q in quals if q.startswith(parent + ".") and "." not in q[len(parent) + 1:]]:
-                        mine = f"{cls}.{qual[len(parent) + 1:]}"
-                        if mine not in quals:
-                            quals[mine] = quals[qual]
-                            if qual in decorated:
-                                decorated.add(mine)
-        for qual, digests in quals.items():
+        own = {q: [(path, q)] for q in files[path][0]}
+        for cls in files[path][2]:
+            own.update({f"{cls}.{name}": sources for name, sources in methods(path, cls).items()})
+        for qual, sources in own.items():
             known.add((path, qual))
-            expected.update((path, qual, d) for d in digests)
-            if qual in decorated:
-                wrapped.add((path, qual))
+            for source, source_qual in sources:
+                expected.update((path, qual, d) for d in files[source][0][source_qual])
+                if source_qual in files[source][1]:
+                    wrapped.add((path, qual))
     return frozenset(expected), frozenset(known), frozenset(wrapped), frozenset(anywhere)
 
 
@@ -267,7 +318,7 @@ class _Plugin:
 def make_plugin():
     """A fresh plugin object (hooks as closures) for one pytest session; writes the nonce line."""
     out, fd = _writer(os.environ.pop("DEEPGYM_REPORT_FD", None), os.environ.pop("DEEPGYM_REPORT_PATH", None))
-    dumps, basename, realpath = json.dumps, os.path.basename, os.path.realpath
+    dumps, basename, realpath, join = json.dumps, os.path.basename, os.path.realpath, os.path.join
     nonce = os.urandom(16).hex()
     out(nonce.encode() + b"\n")
     workspace = realpath(os.getcwd())
@@ -283,7 +334,7 @@ def make_plugin():
     bodies = {}  # nodeid -> [file, first line, trusted?] of the function its call phase ran
     cells = []  # (cell, content) of every closure reachable from the hooks, once they exist
     fingerprint = _make_fingerprint()
-    expected, known, wrapped, anywhere = _expected_bodies(realpath, fingerprint)
+    expected, known, wrapped, anywhere = _expected_bodies(realpath, fingerprint, workspace)
     type_, function_type, method_type = type, types.FunctionType, types.MethodType
     gettrace, getprofile, monitoring = sys.gettrace, sys.getprofile, getattr(sys, "monitoring", None)
 
@@ -306,7 +357,7 @@ def make_plugin():
                 return True
             if (path, qual) not in wrapped:
                 return False
-            if (path, digest) not in anywhere and not trusted(fn, conftests()):
+            if digest not in anywhere and not trusted(fn, conftests()):
                 return False
             inner = getattr(fn, "__wrapped__", None)
             if inner is None:
@@ -323,7 +374,9 @@ def make_plugin():
         if not expected or not config_cell or type_(nodeid) is not str:
             return
         path, _, rest = nodeid.partition("::")
-        key = (realpath(os.path.join(str(config_cell[0].rootpath), path)), rest.partition("[")[0].replace("::", "."))
+        config = config_cell[0]
+        root = str(getattr(config, "rootpath", None) or config.rootdir)  # rootdir: pytest before 6.1
+        key = (realpath(join(root, path)), rest.partition("[")[0].replace("::", "."))
         if key not in known:
             return  # generated, imported or inherited from elsewhere: nothing in the file to compare with
         try:
