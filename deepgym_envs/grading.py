@@ -458,11 +458,13 @@ def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: floa
               for name, ids in (("f2p", f2p), ("p2p", p2p))}
     tampered: list[str] = []
     if report is not None:
-        tampered += list(report.get("tampered") or [])
-        if report.get("forged"):
-            tampered.append(f"{report['forged']} forged report line(s)")
+        # What the host establishes itself first (the reason names the first five): canaries'
+        # outcomes and forged lines, then what the plugin saw from inside the test process.
         completed = bool(report.get("finished")) and report.get("exitstatus") in (0, 1)
         tampered += canary_tests.check(list(planted), reported, completed)
+        if report.get("forged"):
+            tampered.append(f"{report['forged']} forged report line(s)")
+        tampered += list(report.get("tampered") or [])
         tampered += foreign_bodies([*f2p, *p2p, *(c.nodeid for c in planted)], report.get("bodies") or {}, workdir)
     reason = ""
     if tampered:

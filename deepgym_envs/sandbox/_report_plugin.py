@@ -302,6 +302,10 @@ def _expected_bodies(realpath, fingerprint, workspace):
         own = {q: [(path, q)] for q in files[path][0]}
         for cls in files[path][2]:
             own.update({f"{cls}.{name}": sources for name, sources in methods(path, cls).items()})
+        for name in files[path][3]:  # a test class imported from elsewhere is collected here too
+            where = find_class(path, name) if name not in files[path][2] else None
+            if where is not None:
+                own.update({f"{name}.{m}": sources for m, sources in methods(*where).items()})
         for qual, sources in own.items():
             known.add((path, qual))
             for source, source_qual in sources:

@@ -315,3 +315,126 @@ def test_a_body_swapped_for_code_claiming_the_test_file_is_caught(toy_task, grad
               backend=grading_backend)
     assert v.status == "unresolved" and v.tampered, v.reason
     assert "differs from its test file" in v.reason, v.reason
+
+
+#: Test shapes whose function is not simply the ``def`` in the file: none may read as a swapped
+#: body. A base class in another file of the tests, a diamond, wrappers (functools.wraps, mock,
+#: unittest's skip, a rebinding), parametrization, unittest methods, nested classes.
+SHAPES = {
+    "tests/shapes_base.py": '''\
+import unittest
+
+
+class Base:
+    def test_inherited(self):
+        assert 1 + 1 == 2
+
+    def test_overridden(self):
+        assert True
+
+
+class Left(Base):
+    pass
+
+
+class Right(Base):
+    def test_overridden(self):
+        assert 2 + 2 == 4
+
+
+class CaseBase(unittest.TestCase):
+    def test_unittest_inherited(self):
+        self.assertEqual(1 + 1, 2)
+''',
+    "tests/test_shapes.py": '''\
+import functools
+import unittest
+from unittest import mock
+
+import pytest
+from shapes_base import Base, CaseBase, Left, Right
+
+
+def plain_wrapper(fn):
+    @functools.wraps(fn)
+    def inner(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return inner
+
+
+def opaque(fn):
+    def inner():
+        return fn()
+    return inner
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_parametrized(n):
+    assert n in (1, 2)
+
+
+@plain_wrapper
+def test_wrapped():
+    assert True
+
+
+@mock.patch("os.getcwd", return_value="/nowhere")
+def test_mocked(getcwd):
+    import os
+    assert os.getcwd() == "/nowhere"
+
+
+def test_rebound():
+    assert True
+
+
+test_rebound = opaque(test_rebound)
+
+
+class TestDiamond(Left, Right):
+    pass
+
+
+class TestInherits(Base):
+    def test_own(self):
+        assert True
+
+    class TestNested:
+        def test_deep(self):
+            assert True
+
+
+class TestCase(CaseBase):
+    def test_unittest_own(self):
+        self.assertTrue(True)
+
+    @unittest.skip("not today")
+    def test_unittest_skipped(self):
+        raise AssertionError
+
+
+@mock.patch("os.getpid", return_value=1)
+class TestPatchedClass(unittest.TestCase):
+    def test_patched(self, getpid):
+        import os
+        self.assertEqual(os.getpid(), 1)
+''',
+}
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_test_shapes_that_wrap_or_inherit_are_never_tampered(toy_task):
+    from deepgym_envs.grading import run_pytest
+    from deepgym_envs.sandbox import make_sandbox
+    from deepgym_envs.trees import pristine_tree
+
+    with make_sandbox(pristine_tree(toy_task), "namespace") as sb:
+        for path, text in SHAPES.items():
+            sb.write_file(path, text.encode())
+        for warm in (False, True):
+            for extra in ([], ["--assert=plain"]):
+                report, res = run_pytest(sb, ["-q", *extra, "tests/test_shapes.py"], 120, warm=warm)
+                assert report and not report["tampered"], (report, res.output[-3000:])
+                outcomes = report["tests"]
+                assert len(outcomes) == 16 and set(outcomes.values()) == {"passed", "skipped"}, res.output[-3000:]
