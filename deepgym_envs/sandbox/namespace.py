@@ -453,6 +453,17 @@ def _python_binds() -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1)
+def _installed_copies() -> tuple[str, ...]:
+    """Every ``deepgym_envs`` directory in this Python's site-packages, whichever one is imported:
+    an editable install still puts the built-in task files (gold patches, hidden tests) there."""
+    import site
+
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return tuple(os.path.realpath(os.path.join(d, "deepgym_envs")) for d in dirs
+                 if os.path.isdir(os.path.join(d, "deepgym_envs")))
+
+
 def _covered(path: str, dirs: list[str] | tuple[str, ...]) -> bool:
     return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
@@ -466,7 +477,7 @@ def _hidden_paths(extra_dests: tuple[str, ...]) -> list[str]:
     bound = [d for d in _SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)] + list(extra_dests)
     pkg = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
     secrets = {pkg, os.path.join(os.path.dirname(pkg), "tasks"), os.path.realpath(cache_root()),
-               *task_sources()}
+               *task_sources(), *_installed_copies()}
     shown = [s for s in secrets if _covered(s, bound) and os.path.isdir(s)]
     # Hiding a directory hides what is inside it (and its mount points would be gone anyway).
     return sorted(s for s in shown if not any(o != s and _covered(s, [o]) for o in shown))

@@ -10,6 +10,7 @@ copy of the package: copying it over solves the task) nor lose a file the tests 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import warnings
 from pathlib import Path
@@ -250,3 +251,24 @@ def test_file_times_and_inodes_do_not_point_at_the_gold_files():
                 hits[key] += out[-1] in gold
     # Path order alone may land on a gold file now and then; the old build did it almost always.
     assert all(n <= len(tasks) // 6 for n in hits.values()), hits
+
+
+@requires_namespace
+def test_no_task_file_is_readable_inside_whatever_the_install_mode():
+    """An editable install still copies the built-in task files (gold patches, hidden tests) into
+    site-packages/deepgym_envs/_tasks, and the interpreter's directory is bound into every sandbox:
+    the audit's leak scan found them there. No task row may be readable from inside."""
+    import sys
+
+    from deepgym_envs import load_tasks
+    from deepgym_envs.sandbox import make_sandbox
+
+    task = load_tasks("builtin")[0]
+    roots = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, *__import__("site").getsitepackages())
+                    if os.path.isdir(p)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        box = make_sandbox(pristine_tree(task), "namespace")
+    with box:
+        res = box.exec(["grep", "-rlF", "--include=*.jsonl", "FAIL_TO_PASS", *roots, "/deepgym", "/tmp"])
+    assert res.stdout.strip() == "", res.stdout
