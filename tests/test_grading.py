@@ -154,7 +154,10 @@ def test_exploits_would_work_without_the_protections(toy_task, monkeypatch, name
     monkeypatch.setattr(grading, "is_shadow", lambda path: False)
     task = toy_task
     if name == "pre-create the hidden test file content":
-        # Without restoration the hidden test patch no longer applies on top of the agent's copy.
-        assert grade(task, EXPLOITS[name]).status == "no_verdict"
+        # Without restoration the hidden test patch no longer applies on top of the agent's copy;
+        # it still applies to the pristine tree, so that is the candidate's doing: unresolved, and
+        # never masked (the exploit there was a dropped rollout).
+        verdict = grade(task, EXPLOITS[name])
+        assert verdict.status == "unresolved" and "keeps the hidden tests from being added" in verdict.reason
     else:
         assert grade(task, EXPLOITS[name]).status == "resolved"
