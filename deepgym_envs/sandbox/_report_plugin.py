@@ -127,24 +127,25 @@ def _trust(workspace):
 _CO_OPTIMIZED = 0x1  # set on functions, lambdas and comprehensions; not on class bodies
 
 
-def _compiled_variants(path):
-    """What importing the test file at ``path`` can run: pytest's assertion-rewritten compile (as
-    ``_rewrite_test`` does it) and the plain one (``--assert=plain``, files pytest does not rewrite)."""
+def _compiled_variants(path, workspace):
+    """What importing the test file at ``path`` can run: the plain compile (``--assert=plain``,
+    files pytest does not rewrite) and pytest's assertion-rewritten one (as ``_rewrite_test`` does
+    it), with the file's layout (see ``_layout``); one parse, rewritten in place last."""
     import ast
 
     with open(path, "rb") as fh:
         source = fh.read()
     tree = ast.parse(source, filename=path)
-    out = [compile(source, path, "exec", dont_inherit=True)]
+    layout = _layout(tree, path, workspace)
+    out = [compile(tree, path, "exec", dont_inherit=True)]
     try:
         from _pytest.assertion.rewrite import rewrite_asserts
 
-        rewritten = ast.parse(source, filename=path)
-        rewrite_asserts(rewritten, source, path, None)
-        out.append(compile(rewritten, path, "exec", dont_inherit=True))
+        rewrite_asserts(tree, source, path, None)
+        out.append(compile(tree, path, "exec", dont_inherit=True))
     except Exception:  # a pytest without the rewriter's entry point: plain imports only
         pass
-    return tree, out
+    return layout, out
 
 
 def _layout(tree, path, workspace):
@@ -213,20 +214,26 @@ def _make_fingerprint():
     fields = ("co_code", "co_consts", "co_names", "co_varnames", "co_freevars", "co_cellvars",
               "co_argcount", "co_kwonlyargcount", "co_flags")
 
-    def norm(value):
+    def norm(value, memo):
         kind = type_(value)
         if kind is code_type:
-            return ("code", tuple(norm(getattr(value, f)) for f in fields))
+            return ("code", fingerprint(value, memo))
         if kind is tuple:
-            return ("tuple", tuple(norm(v) for v in value))
+            return ("tuple", tuple(norm(v, memo) for v in value))
         if kind is frozenset:
-            return ("frozenset", tuple(sorted(repr_(norm(v)) for v in value)))
+            return ("frozenset", tuple(sorted(repr_(norm(v, memo)) for v in value)))
         if any(kind is t for t in plain):
             return (kind.__name__, repr_(value))
         return ("object", repr_(id(value)))
 
-    def fingerprint(code):
-        return sha256(repr_(norm(code)).encode()).hexdigest()
+    def fingerprint(code, memo=None):
+        """``memo`` (id -> (code, digest)): only while the plugin loads, where nothing else runs."""
+        if memo is not None and id(code) in memo and memo[id(code)][0] is code:
+            return memo[id(code)][1]
+        digest = sha256(repr_(tuple(norm(getattr(code, f), memo) for f in fields)).encode()).hexdigest()
+        if memo is not None:
+            memo[id(code)] = (code, digest)
+        return digest
 
     return fingerprint
 
@@ -240,13 +247,13 @@ def _expected_bodies(realpath, fingerprint, workspace):
     ``(path, qualname)`` decorated with more than marks, and the digest of any code in those files.
     """
     files = {}  # path -> (qualname -> digests, decorated, bases, imports)
-    anywhere = set()
+    anywhere, memo, inherited = set(), {}, {}
 
     def load(path):
         if path not in files and len(files) < 400:
             files[path] = None
             try:
-                tree, variants = _compiled_variants(path)
+                layout, variants = _compiled_variants(path, workspace)
             except (OSError, SyntaxError, ValueError):
                 return  # pytest reports the file as a collection error
             quals = {}
@@ -254,7 +261,7 @@ def _expected_bodies(realpath, fingerprint, workspace):
             def collect(code, prefix):
                 for const in code.co_consts:
                     if type(const) is types.CodeType:
-                        digest = fingerprint(const)
+                        digest = fingerprint(const, memo)
                         anywhere.add(digest)
                         if const.co_flags & _CO_OPTIMIZED:
                             quals.setdefault(prefix + const.co_name, set()).add(digest)
@@ -264,7 +271,7 @@ def _expected_bodies(realpath, fingerprint, workspace):
 
             for code in variants:
                 collect(code, "")
-            files[path] = (quals, *_layout(tree, path, workspace))
+            files[path] = (quals, *layout)
         return files[path]
 
     def find_class(path, name, depth=0):
@@ -281,8 +288,10 @@ def _expected_bodies(realpath, fingerprint, workspace):
         """name -> [(path, qualname)] of the functions class ``cls`` of ``path`` has or inherits:
         its own definition, else every one its bases have (no MRO worked out, so a diamond is no
         false alarm)."""
+        if (path, cls) in inherited:
+            return inherited[path, cls]
         info = load(path)
-        found = {}
+        found = inherited[path, cls] = {}
         if info is None or depth > 8:
             return found
         for base in info[2].get(cls, []):
