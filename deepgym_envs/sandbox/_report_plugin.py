@@ -14,6 +14,13 @@ test. Nothing of it is in ``sys.modules``, and what decides outcomes lives in cl
   lines after the finish as tampering;
 * whether each test *function* raised is recorded (a wrapper on ``pytest_pyfunc_call``), so code
   that rewrites reports after the fact cannot turn a failure into a pass unseen;
+* before pytest starts, every test file on the command line (and each file its test classes
+  import a base class from) is compiled as pytest's assertion rewriting and a plain import would
+  compile it, and each function's code fingerprinted (bytecode, constants, names; never the file
+  and line a code object claims, which ``code.replace`` forges). Before and after each test's call
+  the function about to run is fingerprinted again: a test whose node id names a function of its
+  file and whose code is not that function's (through decorators only where the file has them)
+  is tampering, and so is a trace or profile function set during a test;
 * pytest's hook implementations are snapshotted when this plugin is registered (function objects
   and their code), and checked after every test and at the end: none changed or removed, and
   every one added since comes from pytest or an installed package, a ``conftest.py`` of the tree
