@@ -438,3 +438,12 @@ def test_test_shapes_that_wrap_or_inherit_are_never_tampered(toy_task):
                 assert report and not report["tampered"], (report, res.output[-3000:])
                 outcomes = report["tests"]
                 assert len(outcomes) == 16 and set(outcomes.values()) == {"passed", "skipped"}, res.output[-3000:]
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_a_profile_function_left_set_by_the_code_under_test_is_tampering(toy_task):
+    """What a trampoline watches project code with (grading runs no debugger and no coverage)."""
+    v = grade(toy_task, append_to_init("import sys\nsys.setprofile(lambda frame, event, arg: None)\n"))
+    assert v.status == "unresolved" and v.tampered, v.reason
+    assert "a trace or profile function was set during" in v.reason
