@@ -223,7 +223,7 @@ def tree_fingerprint(task: Task) -> str:
 
 #: Bumped whenever the way trees are built changes, so that trees built the old way (which could
 #: hold an upstream fix in a partial clone's pack, or build artefacts) are never reused.
-_BUILD_VERSION = "3"  # 3: times erased (they pointed at the gold files)
+_BUILD_VERSION = "4"  # 3: times erased; 4: object stores diffs polluted (their objects now go elsewhere)
 
 
 def _fingerprint(task: Task) -> str:

@@ -363,7 +363,16 @@ def workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: lis
         base = ["--git-dir", git_dir, "--work-tree", root, "-c", f"core.excludesFile={excludes}",
                 "-c", "core.quotePath=false", "-c", "core.fileMode=false"]
         base += ["-C", root]
-        kw = {"env": {"GIT_INDEX_FILE": index}, "wrap": wrap or ()}
+        # Staging writes the workspace's files as objects: into a directory of this diff's own,
+        # never the pristine repository's, which every later sandbox of the task can read (the
+        # oracle's run would leave the fix there for the next episode's `git cat-file`).
+        objects = os.path.join(tmp, "objects")
+        os.mkdir(objects)
+        if scratch is not None:
+            identity.give(objects)
+        kw = {"env": {"GIT_INDEX_FILE": index, "GIT_OBJECT_DIRECTORY": objects,
+                      "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(git_dir, "objects")},
+              "wrap": wrap or ()}
         run_git(base + ["read-tree", "HEAD"], **kw)
         force = ["-f"] if names_only else []
         if changed is None:
