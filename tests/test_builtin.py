@@ -55,6 +55,8 @@ def test_oracle_resolves_everything_through_the_tools(tasks):
     assert all(e.episode_return == pytest.approx(2.0) for e in result.episodes)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(2400)  # 52 strategies x 2 modes x 6 tasks: ~11 min on a loaded 2-core machine
 def test_builtin_set_audits_clean(tasks):
     """Every tier-1 exploit, as a patch and as agent actions, on one task of each repository
     (the strategies depend on a repository's layout, not on its bug; `deepgym audit builtin`
