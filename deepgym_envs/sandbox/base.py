@@ -306,7 +306,15 @@ def command_argv(cmd: list[str] | str) -> list[str]:
         raise ToolError("empty command")
     if any("\0" in str(a) for a in argv):
         raise ToolError("the command contains a NUL byte")
+    if any(len(str(a).encode("utf-8", "surrogateescape")) >= _MAX_ARG for a in argv):
+        # Decided here, not from exec's errno: a PATH search can report another error instead.
+        raise ToolError("the command is too long to run (the kernel's limit is 128 KiB per argument); "
+                        "write it to a file and run the file")
     return argv
+
+
+#: The kernel's limit on one argument (MAX_ARG_STRLEN, 32 pages).
+_MAX_ARG = 32 * 4096
 
 
 def report_channel() -> tuple[int, int]:
