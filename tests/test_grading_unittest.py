@@ -27,9 +27,9 @@ TEST_PATCH = ("diff --git a/tests/test_core.py b/tests/test_core.py\nnew file mo
               "+++ b/tests/test_core.py\n@@ -0,0 +1,11 @@\n" + "".join(f"+{line}\n" for line in TEST.splitlines()))
 
 
-@pytest.fixture
-def unittest_task(tmp_path):
-    repo = tmp_path / "lib"
+def make_unittest_task(root, **row):
+    """A one-module library whose hidden tests are a ``unittest.TestCase`` (fields of ``row`` win)."""
+    repo = root / "lib"
     (repo / "lib").mkdir(parents=True)
     (repo / "tests").mkdir()
     (repo / "lib" / "__init__.py").write_text(INIT)
@@ -38,7 +38,12 @@ def unittest_task(tmp_path):
     return task_from_row({"instance_id": "unittest__lib-001", "repo_path": str(repo), "gold_reverse_base": True,
                           "problem_statement": "double(5) is 7", "patch": GOLD, "test_patch": TEST_PATCH,
                           "FAIL_TO_PASS": ["tests/test_core.py::DoubleTest::test_double"],
-                          "PASS_TO_PASS": []})
+                          "PASS_TO_PASS": [], **row})
+
+
+@pytest.fixture
+def unittest_task(tmp_path):
+    return make_unittest_task(tmp_path)
 
 
 def _append_to_init(payload: str) -> str:

@@ -17,10 +17,11 @@ from deepgym_envs import grade
 from deepgym_envs.canaries import check, plant
 from deepgym_envs.grading import prepare_grading_view, run_pytest
 from deepgym_envs.sandbox import make_sandbox
-from deepgym_envs.tasks import task_from_row
 from deepgym_envs.trees import pristine_tree
 from tests.conftest import requires_namespace
 from tests.security.test_forgery import append_to_init, grading_backend  # noqa: F401 (a fixture)
+from tests.test_grading_unittest import _append_to_init as append_to_unittest_init
+from tests.test_grading_unittest import make_unittest_task
 
 #: Every test function pytest fetches comes back wrapped: an AssertionError is swallowed.
 SWALLOW_FAILURES = '''\
@@ -110,39 +111,17 @@ def test_honest_runs_are_never_tampered(toy_task):
         assert (v.status, v.tampered) == (status, False), v.reason
 
 
-UNITTEST_INIT = "from lib.core import double\n"
-UNITTEST_TEST = ("import unittest\n\nfrom lib import double\n\n\nclass DoubleTest(unittest.TestCase):\n"
-                 "    def test_double(self):\n        self.assertEqual(double(5), 10)\n\n"
-                 "    def test_zero(self):\n        self.assertEqual(double(0), 0)\n")
-
-
 @pytest.fixture
 def unittest_task(tmp_path):
-    repo = tmp_path / "lib"
-    (repo / "lib").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "lib" / "__init__.py").write_text(UNITTEST_INIT)
-    (repo / "lib" / "core.py").write_text("def double(x):\n    return 2 * x\n")
-    (repo / "tests" / "__init__.py").write_text("")
-    gold = ("diff --git a/lib/core.py b/lib/core.py\n--- a/lib/core.py\n+++ b/lib/core.py\n@@ -1,2 +1,2 @@\n"
-            " def double(x):\n-    return 2 + x\n+    return 2 * x\n")
-    lines = UNITTEST_TEST.splitlines()
-    test_patch = ("diff --git a/tests/test_core.py b/tests/test_core.py\nnew file mode 100644\n--- /dev/null\n"
-                  f"+++ b/tests/test_core.py\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{line}\n" for line in lines))
-    return task_from_row({"instance_id": "unittest__canary-001", "repo_path": str(repo), "gold_reverse_base": True,
-                          "problem_statement": "double(5) is 7", "patch": gold, "test_patch": test_patch,
-                          "FAIL_TO_PASS": ["tests/test_core.py::DoubleTest::test_double"],
-                          "PASS_TO_PASS": ["tests/test_core.py::DoubleTest::test_zero"]})
+    return make_unittest_task(tmp_path, instance_id="unittest__canary-001",
+                              PASS_TO_PASS=["tests/test_core.py::DoubleTest::test_zero"])
 
 
 @requires_namespace
 @pytest.mark.slow
 def test_unittest_forgers_are_caught_by_unittest_style_canaries(unittest_task):
     assert grade(unittest_task, unittest_task.patch).status == "resolved"
-    patch = ("diff --git a/lib/__init__.py b/lib/__init__.py\n--- a/lib/__init__.py\n+++ b/lib/__init__.py\n"
-             f"@@ -1 +1,{1 + len(UNITTEST_SWALLOW.splitlines()) + 1} @@\n {UNITTEST_INIT}+\n"
-             + "".join(f"+{line}\n" for line in UNITTEST_SWALLOW.splitlines()))
-    v = grade(unittest_task, patch)
+    v = grade(unittest_task, append_to_unittest_init(UNITTEST_SWALLOW))
     assert v.status == "unresolved" and v.tampered, v.reason
     assert "canary" in v.reason
 
