@@ -45,7 +45,8 @@ from deepgym_envs.errors import SandboxError, SandboxUnavailable
 from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, command_argv, command_env,
                                        remove_tree)
 from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR, docker_support_dir,
-                                                 own_paths, own_tree, sandbox_user)
+                                                 own_paths, sandbox_user)
+from deepgym_envs.sandbox.identity import own_tree
 from deepgym_envs.sandbox.local import CopiedWorkspace
 from deepgym_envs.sandbox.seccomp import docker_profile
 

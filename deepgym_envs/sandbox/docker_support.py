@@ -6,8 +6,8 @@ container, and is bound read-only at ``/deepgym``.
 
 Commands in a container never run as uid 0 (:func:`sandbox_user`). When the host user is root,
 the files the host writes into a workspace (its copy, patches, ``write_file``, reset) are handed to
-that uid (:func:`own_paths`, :func:`own_tree`) so the agent can edit them, without following any
-link the agent planted: the host side is root, and a ``chown`` through a link would give a host
+that uid (:func:`own_paths`; whole trees by :func:`.identity.own_tree`) so the agent can edit them,
+without following any link the agent planted: the host side is root, and a ``chown`` through a link would give a host
 file away.
 """
 
@@ -121,11 +121,3 @@ def _own_path(root_fd: int, parts: list[str], owner: tuple[int, int]) -> None:
             os.chown(parts[-1], *owner, dir_fd=fd, follow_symlinks=False)
     finally:
         os.close(fd)
-
-
-def own_tree(path: str, owner: tuple[int, int]) -> None:
-    """Give ``path`` and everything below it to ``owner``; links are changed, never followed."""
-    os.chown(path, *owner, follow_symlinks=False)
-    for _, dirs, files, fd in os.fwalk(path, follow_symlinks=False):
-        for name in (*dirs, *files):
-            os.chown(name, *owner, dir_fd=fd, follow_symlinks=False)

@@ -55,11 +55,19 @@ def give(path: str, recursive: bool = False) -> None:
     owner = host_owner()
     if owner is None:
         return
-    os.lchown(path, *owner)
     if recursive and os.path.isdir(path) and not os.path.islink(path):
-        for root, dirs, files in os.walk(path):
-            for name in dirs + files:
-                os.lchown(os.path.join(root, name), *owner)
+        own_tree(path, owner)
+    else:
+        os.lchown(path, *owner)
+
+
+def own_tree(path: str, owner: tuple[int, int]) -> None:
+    """Give ``path`` and everything below it to ``owner``; links are changed, never followed
+    (the walk holds each directory open, so a link swapped in meanwhile leads nowhere)."""
+    os.chown(path, *owner, follow_symlinks=False)
+    for _, dirs, files, fd in os.fwalk(path, follow_symlinks=False):
+        for name in (*dirs, *files):
+            os.chown(name, *owner, dir_fd=fd, follow_symlinks=False)
 
 
 @functools.lru_cache(maxsize=4096)
