@@ -205,7 +205,7 @@ class HostViewSandbox:
         self._check_open()
         host = self.resolve(path)
         try:
-            with _open_regular(host, os.O_RDONLY, path) as fh:
+            with open_regular(host, os.O_RDONLY, path) as fh:
                 return fh.read(self.limits.disk_bytes or -1)
         except FileNotFoundError:
             raise ToolError(f"{path}: no such file") from None
@@ -222,7 +222,7 @@ class HostViewSandbox:
         try:
             with self._host_writes():
                 os.makedirs(os.path.dirname(host), exist_ok=True)
-                with _open_regular(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, path) as fh:
+                with open_regular(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, path) as fh:
                     fh.write(data)
         except ToolError:
             raise
@@ -332,7 +332,7 @@ def report_channel() -> tuple[int, int]:
     return host.detach(), command.detach()
 
 
-def _open_regular(host: str, flags: int, shown: str):
+def open_regular(host: str, flags: int, shown: str):
     """Open a workspace file host-side, refusing what is not a regular file.
 
     Never blocks (a FIFO the agent planted would hang the host's tool call) and never follows a

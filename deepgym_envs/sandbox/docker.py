@@ -34,16 +34,15 @@ import os
 import secrets
 import shutil
 import socket
-import stat
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from deepgym_envs.errors import SandboxError, SandboxUnavailable
+from deepgym_envs.errors import SandboxError, SandboxUnavailable, ToolError
 from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, command_argv, command_env,
-                                       remove_tree)
+                                       open_regular, remove_tree)
 from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR, docker_support_dir,
                                                  own_paths, sandbox_user)
 from deepgym_envs.sandbox.identity import own_tree
@@ -303,13 +302,10 @@ class DockerSandbox(CopiedWorkspace):
         swapped it for a link to a host file, or a FIFO that would block the host forever)."""
         path = os.path.join(self._reports, name)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:  # missing, or a link (ELOOP)
+            with open_regular(path, os.O_RDONLY, name) as fh:
+                data = fh.read(256 << 20).decode("utf-8", "replace")
+        except (OSError, ToolError):  # missing, a link (ELOOP), or not a regular file
             data = None
-        else:
-            with os.fdopen(fd, "rb") as fh:
-                data = (fh.read(256 << 20).decode("utf-8", "replace") if stat.S_ISREG(os.fstat(fd).st_mode)
-                        else None)
         try:
             os.unlink(path)
         except OSError:
