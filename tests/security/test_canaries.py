@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import random
+import subprocess
 
 import pytest
 
@@ -137,7 +138,7 @@ def test_canaries_look_like_the_files_tests_and_come_out_as_planted(unittest_tas
             planted = plant(sb, ids, random.Random(7))
             source = sb.read_file(ids[0].split("::")[0]).decode()
             report, result = run_pytest(sb, ["-rA", ids[0].split("::")[0]], 120)
-        assert sum(c.expect == "failed" for c in planted) >= 2 and any(c.expect == "passed" for c in planted)
+        assert sum(c.expect == "failed" for c in planted) >= 3 and any(c.expect == "passed" for c in planted)
         assert report is not None and check(planted, report["tests"], True) == [], result.output
         tree = ast.parse(source)
         for c in planted:
@@ -149,3 +150,59 @@ def test_canaries_look_like_the_files_tests_and_come_out_as_planted(unittest_tas
             else:
                 assert len(parts) == 2
         assert all(report["tests"][i] == "passed" for i in ids)
+
+
+_FUNCTION_FILE = """\
+import json
+
+
+def test_roundtrip_keys():
+    assert json.loads(json.dumps({"a": 1})) == {"a": 1}
+"""
+_UNITTEST_FILE = """\
+import unittest
+
+
+class CodecTest(unittest.TestCase):
+    def test_roundtrip_keys(self):
+        self.assertEqual(sorted({"b": 1, "a": 2}), ["a", "b"])
+"""
+
+
+def _run_planted(source: str, canary) -> type[BaseException] | None:
+    """Run one planted canary of ``source`` in-process: the exception it raised, or None."""
+    namespace: dict = {}
+    exec(compile(source, "test_planted.py", "exec"), namespace)
+    parts = canary.nodeid.split("::")[1:]
+    test = namespace[parts[0]] if len(parts) == 1 else getattr(namespace[parts[0]](parts[1]), parts[1])
+    try:
+        test()
+    except Exception as exc:
+        return type(exc)
+    return None
+
+
+@pytest.mark.parametrize("source, node_id", [(_FUNCTION_FILE, "tests/test_planted.py::test_roundtrip_keys"),
+                                             (_UNITTEST_FILE, "tests/test_planted.py::CodecTest::test_roundtrip_keys")],
+                         ids=["functions", "unittest"])
+@pytest.mark.filterwarnings("ignore::deepgym_envs.sandbox.local.LocalSandboxWarning")  # plant() only reads and writes
+def test_every_plant_holds_failures_by_check_and_by_error(tmp_path, source, node_id):
+    """Chance never leaves a kind of failure out: a forger that swallows only assertion errors, or
+    only other exceptions, meets a must-fail canary it turns in every grading (not 19 in 20)."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_planted.py").write_text(source)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run([*git, *args], cwd=tmp_path, check=True)
+    errors: set[type[BaseException]] = set()
+    for seed in range(150):
+        with make_sandbox(tmp_path, "local") as sb:
+            planted = plant(sb, [node_id], random.Random(seed))
+            rendered = sb.read_file("tests/test_planted.py").decode()
+        raised = {c.nodeid: _run_planted(rendered, c) for c in planted}
+        by_check = [c for c in planted if raised[c.nodeid] is AssertionError]
+        by_error = [c for c in planted if raised[c.nodeid] not in (None, AssertionError)]
+        assert len(by_check) >= 2 and len(by_error) >= 1, (seed, raised)
+        assert all(c.expect == ("passed" if raised[c.nodeid] is None else "failed") for c in planted), seed
+        errors |= {raised[c.nodeid] for c in by_error}
+    assert len(errors) >= 5, errors  # not one exception type a forger could spare
