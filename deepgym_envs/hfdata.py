@@ -4,7 +4,8 @@ For people who have SWE-bench, SWE-Gym or SWE-smith on disk: a directory written
 ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``, or ``.parquet`` / ``.arrow`` files as the
 Hub serves them. ``datasets`` is used when it is installed (and imported only then); otherwise
 the files are read with ``pyarrow`` directly. Rows become :class:`~deepgym_envs.tasks.Task` through
-the same checks as JSONL rows, so a malformed row names its file, row number and field.
+the same checks as JSONL rows, so a malformed row names its file, row number and field. A
+dataset row may not name a path on this machine (``repo_path``): it runs in its image.
 
 >>> tasks = load_tasks("~/data/SWE-Gym-Lite")            # doctest: +SKIP
 """
@@ -36,7 +37,16 @@ def load_dataset_tasks(path: Path, split: str | None = None) -> list[Task]:
     """Every row of the dataset (all splits, or one) as tasks."""
     tasks: list[Task] = []
     for source, index, row in _rows(path, split):
-        tasks.append(task_from_row(_plain(row), path=source, line=index + 1))
+        task = task_from_row(_plain(row), path=source, line=index + 1)
+        if task.repo_path:
+            # A dataset is rows from a hub: a host path in one would copy that folder of this
+            # machine into the tree the agent reads.
+            raise TaskFormatError(source, index + 1, "repo_path",
+                                  f"{task.repo_path!r}: rows from a dataset (Parquet, Arrow, hub) may not name a "
+                                  "path on this machine; such a row runs in its 'image' (or the SWE-bench image "
+                                  "named after its id). Convert the set to a JSONL file beside its repositories "
+                                  "to use local ones")
+        tasks.append(task)
     return tasks
 
 

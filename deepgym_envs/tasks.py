@@ -209,12 +209,27 @@ def _remember_source(path: str | Path) -> None:
     _TASK_SOURCES.add(path if os.path.isdir(path) else os.path.dirname(path))
 
 
-def load_tasks(source: str | Path = "builtin") -> list[Task]:
+#: Set to 1 to let task files name repositories outside their own folder (see :func:`load_tasks`).
+ALLOW_OUTSIDE_ENV = "DEEPGYM_ALLOW_REPO_PATH_OUTSIDE"
+
+
+def repo_path_outside_allowed(explicit: bool | None = None) -> bool:
+    """The caller's choice, else ``$DEEPGYM_ALLOW_REPO_PATH_OUTSIDE=1``."""
+    return explicit if explicit is not None else os.environ.get(ALLOW_OUTSIDE_ENV) == "1"
+
+
+def load_tasks(source: str | Path = "builtin", *, allow_repo_path_outside: bool | None = None) -> list[Task]:
     """Load a task set: ``"builtin"``, a ``.jsonl`` file, a directory of ``.jsonl`` files, or a
     SWE-bench-style dataset saved by ``datasets`` / as ``.parquet`` or ``.arrow`` files (:mod:`deepgym_envs.hfdata`).
 
+    A row's ``repo_path`` must resolve (links followed) to a folder inside the task file's own
+    folder: a task file is data from whoever wrote it, and its repository becomes what the agent
+    reads. ``allow_repo_path_outside=True`` (or ``DEEPGYM_ALLOW_REPO_PATH_OUTSIDE=1``) lifts that
+    for files you trust. Dataset rows (Parquet, Arrow, hub) may not name a host path at all.
+
     Raises :class:`TaskFormatError` naming the file, line and field of the first bad row.
     """
+    allow = repo_path_outside_allowed(allow_repo_path_outside)
     if str(source) == "builtin":
         root = builtin_dir()
     else:
@@ -237,7 +252,7 @@ def load_tasks(source: str | Path = "builtin") -> list[Task]:
     tasks: list[Task] = []
     seen: dict[str, str] = {}
     for file in files:
-        for task in _load_file(file):
+        for task in _load_file(file, allow):
             if task.instance_id in seen:
                 raise TaskFormatError(str(file), int(task.source.rsplit(":", 1)[1]), "instance_id",
                                       f"duplicate id {task.instance_id!r} (first at {seen[task.instance_id]})")
@@ -246,7 +261,7 @@ def load_tasks(source: str | Path = "builtin") -> list[Task]:
     return tasks
 
 
-def _load_file(file: Path) -> list[Task]:
+def _load_file(file: Path, allow_outside: bool) -> list[Task]:
     tasks = []
     with file.open(encoding="utf-8") as fh:
         for lineno, text in enumerate(fh, start=1):
@@ -258,10 +273,27 @@ def _load_file(file: Path) -> list[Task]:
                 raise TaskFormatError(str(file), lineno, None, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
             task = task_from_row(row, path=str(file), line=lineno)
             if task.repo_path:
-                task.repo_path = str((file.parent / task.repo_path).resolve())
+                task.repo_path = confined_repo_path(file, lineno, task.repo_path, allow_outside)
                 _remember_source(task.repo_path)
             tasks.append(task)
     return tasks
+
+
+def confined_repo_path(file: Path, line: int | None, value: str, allow_outside: bool = False) -> str:
+    """``value`` resolved against the task file's folder; refused unless it lies strictly inside.
+
+    The folder itself is refused too: its tree would hold the task file (gold patch, hidden tests).
+    """
+    folder = os.path.realpath(file.parent)
+    path = os.path.realpath(os.path.join(folder, value))
+    if allow_outside or path.startswith(folder.rstrip(os.sep) + os.sep):
+        return path
+    where = ("the task file's own folder, whose tree would hold the task file itself" if path == folder
+             else f"{path}, outside the task file's folder {folder}")
+    raise TaskFormatError(str(file), line, "repo_path",
+                          f"{value!r} resolves to {where}. A task file may only name repositories inside its "
+                          f"folder; if you trust this file, set {ALLOW_OUTSIDE_ENV}=1 (or pass "
+                          "allow_repo_path_outside=True to load_tasks)")
 
 
 def find_task(tasks: list[Task], task_id: str) -> Task:

@@ -118,10 +118,15 @@ def split_by_repo(tasks: list[Task], eval_frac: float = 0.2, seed: int = 0) -> S
 
 
 def write_split(split: Split, out: Path, tasks_root: Path | None = None) -> tuple[Path, Path]:
-    """``out/train.jsonl`` and ``out/eval.jsonl``; local ``repo_path``s are rewritten relative to ``out``."""
-    import os
+    """``out/train.jsonl`` and ``out/eval.jsonl``, loadable wherever ``out`` is.
 
+    A task file may only name repositories inside its own folder (:func:`~deepgym_envs.tasks.load_tasks`),
+    so local repositories outside ``out`` are copied to ``out/repos/`` (files, directories and
+    in-tree links only, within the tree caps of :mod:`deepgym_envs.untrusted_tree`) and the rows
+    name those copies.
+    """
     out.mkdir(parents=True, exist_ok=True)
+    where = _bundle_repos([*split.train, *split.eval], out)
     paths = []
     for name, items in (("train", split.train), ("eval", split.eval)):
         path = out / f"{name}.jsonl"
@@ -129,7 +134,38 @@ def write_split(split: Split, out: Path, tasks_root: Path | None = None) -> tupl
             for t in items:
                 row = t.to_dict()
                 if t.repo_path:
-                    row["repo_path"] = os.path.relpath(t.repo_path, out.resolve())
+                    row["repo_path"] = where[t.repo_path]
                 fh.write(json.dumps(row) + "\n")
         paths.append(path)
     return paths[0], paths[1]
+
+
+def _bundle_repos(tasks: list[Task], out: Path) -> dict[str, str]:
+    """Each task's ``repo_path`` -> a path relative to ``out`` inside it (copying it there if need be)."""
+    import os
+    import shutil
+
+    from deepgym_envs.untrusted_tree import Origin, TreeCaps, copy_dir
+
+    root = os.path.realpath(out)
+    where: dict[str, str] = {}
+    taken: set[str] = set()
+    for t in tasks:
+        if not t.repo_path or t.repo_path in where:
+            continue
+        real = os.path.realpath(t.repo_path)
+        if real.startswith(root + os.sep):
+            where[t.repo_path] = os.path.relpath(real, root)
+            continue
+        name = os.path.basename(real) or "repo"
+        unique, n = name, 2
+        while unique in taken:
+            unique, n = f"{name}-{n}", n + 1
+        taken.add(unique)
+        dest = Path(root) / "repos" / unique
+        if os.path.lexists(dest):  # a split written here before: out/repos is the split's own
+            shutil.rmtree(dest) if dest.is_dir() and not dest.is_symlink() else dest.unlink()
+        dest.parent.mkdir(exist_ok=True)
+        copy_dir(Path(real), dest, TreeCaps.from_env(), Origin(t.source, "repo_path", t.instance_id))
+        where[t.repo_path] = f"repos/{unique}"
+    return where

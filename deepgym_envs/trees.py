@@ -21,10 +21,9 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-import git
-
 from deepgym_envs.errors import InfrastructureError, TaskFormatError
 from deepgym_envs.tasks import Task
+from deepgym_envs.untrusted_tree import Origin, TreeCaps, TreeTooLarge, check_cache_entry, copy_dir
 
 #: Fixed identity and dates make the base commit reproducible.
 _GIT_ENV = {
@@ -51,12 +50,12 @@ def pristine_tree(task: Task) -> Path:
         if tree is not None:
             return tree
     return _pristine_tree(str(cache_root()), task.instance_id, _fingerprint(task), task.repo_path,
-                          task.base_commit, task.patch if task.gold_reverse_base else "")
+                          task.base_commit, task.patch if task.gold_reverse_base else "", task.source)
 
 
 @lru_cache(maxsize=4096)
 def _pristine_tree(cache: str, instance_id: str, key: str, repo_path: str, base_commit: str,
-                   reverse_patch: str) -> Path:
+                   reverse_patch: str, source: str = "") -> Path:
     dest = Path(cache) / "trees" / f"{_safe_name(instance_id)}-{key}"
     if (dest / ".git").is_dir():
         return dest
@@ -65,10 +64,13 @@ def _pristine_tree(cache: str, instance_id: str, key: str, repo_path: str, base_
             f"task {instance_id}: no local repository (repo_path) to build from; tasks that only name a "
             "remote repo need an image (the 'image' field, or a SWE-bench instance image on the "
             "Docker engine) and the docker backend")
+    origin = Origin(source or repo_path, "repo_path", instance_id)
+    caps = TreeCaps.from_env()
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        _build(Path(repo_path), base_commit, reverse_patch, staging / "tree", instance_id)
+        _build(Path(repo_path), base_commit, reverse_patch, staging / "tree", origin, caps)
+        check_cache_entry(staging / "tree", caps, origin)
         try:
             os.rename(staging / "tree", dest)
         except OSError:
@@ -79,16 +81,18 @@ def _pristine_tree(cache: str, instance_id: str, key: str, repo_path: str, base_
     return dest
 
 
-def _build(src: Path, base_commit: str, reverse_patch: str, out: Path, instance_id: str) -> None:
+def _build(src: Path, base_commit: str, reverse_patch: str, out: Path, origin: Origin, caps: TreeCaps) -> None:
+    instance_id = origin.instance_id
     if not src.is_dir():
         raise TaskFormatError(str(src), None, "repo_path", f"task {instance_id}: not a directory")
     if base_commit:
-        _build_from_commit(src, base_commit, out, instance_id)
+        _build_from_commit(src, base_commit, out, origin, caps)
         return
-    shutil.copytree(src, out, ignore=_ignored_when_copying(src), symlinks=True)
+    # Only files, directories and in-tree links, within the caps: the folder may be a stranger's.
+    copy_dir(src, out, caps, origin, skip=is_artefact).warn(origin)
     _init(out)
     if reverse_patch:
-        _git_apply(git.Repo(str(out)), reverse_patch, reverse=True, what=f"task {instance_id}: gold patch")
+        _git_apply(out, reverse_patch, reverse=True, what=f"task {instance_id}: gold patch")
     # -f: a file the project's .gitignore names (a generated version.py) may be one its tests
     # import; the artefacts that must not be committed were never copied.
     _erase_times(out)
@@ -97,7 +101,7 @@ def _build(src: Path, base_commit: str, reverse_patch: str, out: Path, instance_
     seal_object_store(out)
 
 
-def _build_from_commit(src: Path, base_commit: str, out: Path, instance_id: str) -> None:
+def _build_from_commit(src: Path, base_commit: str, out: Path, origin: Origin, caps: TreeCaps) -> None:
     """A fresh repository holding the base commit and what it reaches, nothing else.
 
     Never a clone: a clone inherits the source's object store (a partial clone's promisor packs
@@ -106,24 +110,83 @@ def _build_from_commit(src: Path, base_commit: str, out: Path, instance_id: str)
     state the source is in. History before the base is kept (same commit id as the row's
     ``base_commit``, ``git log`` works as in the real project); it cannot hold a later fix.
     """
-    # Another user's repository (root building it) is fine to read; its replace refs are not followed.
-    safe = ["-c", "safe.directory=*", "--no-replace-objects"]
+    instance_id = origin.instance_id
+    gitdir = _source_git_dir(src, origin)
+    # Another user's repository (root building it) is fine to read; its replace refs are not
+    # followed. --git-dir: git never goes looking for a repository above or beside this one.
+    safe = ["-c", "safe.directory=*", "--no-replace-objects", f"--git-dir={gitdir}"]
     try:
-        sha = run_git([*safe, "rev-parse", "--verify", "--end-of-options", f"{base_commit}^{{commit}}"],
-                      cwd=src).strip()
+        sha = run_git([*safe, "rev-parse", "--verify", "--end-of-options", f"{base_commit}^{{commit}}"]).strip()
     except InfrastructureError:
         raise TaskFormatError(str(src), None, "base_commit",
                               f"task {instance_id}: {base_commit!r} is not a commit of {src}") from None
     out.mkdir(parents=True)
     _init(out)
     # Wanting a commit no ref points at (a base behind the tips) needs the source's permission.
+    # upload-pack runs in the source repository: git_env's overrides (no hooks, no fsmonitor)
+    # reach it through the environment, above whatever the source's config says.
     upload_pack = "git -c safe.directory=* -c uploadpack.allowAnySHA1InWant=true upload-pack"
     # --update-shallow: a shallow source gives a shallow tree (its .git/shallow names the cut).
-    run_git([*safe, "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--update-shallow",
-             "--upload-pack", upload_pack, str(src.resolve()), sha], cwd=out)
+    run_git(["-c", "safe.directory=*", "--no-replace-objects", "fetch", "-q", "--no-tags", "--no-write-fetch-head",
+             "--update-shallow", "--upload-pack", upload_pack, str(gitdir), sha], cwd=out)
     run_git(["update-ref", "--no-deref", "HEAD", sha], cwd=out)
+    _check_commit_size(out, sha, caps, origin)
     run_git(["reset", "-q", "--hard", "HEAD"], cwd=out)
     seal_object_store(out)
+
+
+def _source_git_dir(src: Path, origin: Origin) -> Path:
+    """The git directory of a source repository (``src/.git``, or ``src`` itself when bare), which
+    must lie inside ``src``: a ``.git`` file or link, or alternates, could name any repository on
+    the host, whose commits would then become the task's tree."""
+    root = Path(os.path.realpath(src))
+    dotgit = src / ".git"
+    if dotgit.is_file() and not dotgit.is_symlink():
+        text = dotgit.read_text(errors="replace").strip()
+        target = Path(text.removeprefix("gitdir:").strip()) if text.startswith("gitdir:") else dotgit
+        gitdir = Path(os.path.realpath(src / target))
+    elif os.path.lexists(dotgit):
+        gitdir = Path(os.path.realpath(dotgit))
+    else:
+        gitdir = root
+    allowed = os.environ.get("DEEPGYM_ALLOW_REPO_PATH_OUTSIDE") == "1"
+    if not allowed and not _inside(gitdir, root):
+        raise TaskFormatError(origin.source, None, origin.field,
+                              f"task {origin.instance_id}: {src}'s git directory is {gitdir}, outside the repository "
+                              "(set DEEPGYM_ALLOW_REPO_PATH_OUTSIDE=1 if you trust this task file)")
+    if not (gitdir / "HEAD").is_file() or not (gitdir / "objects").is_dir():
+        raise TaskFormatError(origin.source, None, "base_commit",
+                              f"task {origin.instance_id}: {src} is not a git repository (no HEAD and objects)")
+    alternates = gitdir / "objects" / "info" / "alternates"
+    if alternates.is_file() and not allowed:
+        for line in alternates.read_text(errors="replace").splitlines():
+            if line.strip() and not line.startswith("#") and not _inside(
+                    Path(os.path.realpath(gitdir / "objects" / line.strip())), root):
+                raise TaskFormatError(origin.source, None, origin.field,
+                                      f"task {origin.instance_id}: {src} borrows objects from {line.strip()}, outside "
+                                      "the repository (set DEEPGYM_ALLOW_REPO_PATH_OUTSIDE=1 if you trust this task file)")
+    return gitdir
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _check_commit_size(out: Path, sha: str, caps: TreeCaps, origin: Origin) -> None:
+    """Refuse a base commit whose checkout would be over the caps, before writing a byte of it
+    (a 1 GiB run of zeros is a few kilobytes in git's pack)."""
+    listing = run_git(["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", sha], cwd=out)
+    budget_files, budget_bytes = 0, 0
+    for entry in filter(None, listing.split("\0")):
+        meta, _, rel = entry.partition("\t")
+        size = meta.split()[-1]
+        budget_files += 1
+        budget_bytes += int(size) if size.isdigit() else 0
+        if caps.files and budget_files > caps.files:
+            raise TreeTooLarge(origin, "files", caps.files, f"the base commit has more than {caps.files} entries")
+        if caps.bytes and budget_bytes > caps.bytes:
+            raise TreeTooLarge(origin, "bytes", caps.bytes,
+                               f"the base commit's files reach {budget_bytes} bytes at {rel!r} ({size} bytes)")
 
 
 def _init(out: Path) -> None:
@@ -191,29 +254,13 @@ def is_artefact(rel: str) -> bool:
     return any(fnmatch.fnmatch(p, pattern) for p in parts for pattern in ARTEFACTS)
 
 
-def _ignored_when_copying(root: Path):
-    root = root.resolve()
-    anywhere = shutil.ignore_patterns(*ARTEFACTS)
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        dropped = set(anywhere(directory, names))
-        if Path(directory).resolve() == root:
-            dropped |= {n for n in names if n in TOP_LEVEL_ARTEFACTS}
-        return dropped
-
-    return ignore
-
-
-def _git_apply(repo: git.Repo, diff: str, *, reverse: bool, what: str) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False) as fh:
-        fh.write(diff)
+def _git_apply(tree: Path, diff: str, *, reverse: bool, what: str) -> None:
+    args = ["apply", "--whitespace=nowarn", *(["-R"] if reverse else []), "-"]
     try:
-        args = ["--whitespace=nowarn", "-R", fh.name] if reverse else ["--whitespace=nowarn", fh.name]
-        repo.git.apply(*args)
-    except git.GitCommandError as exc:
-        raise TaskFormatError(repo.working_dir, None, "patch", f"{what} does not apply: {exc.stderr.strip()}") from None
-    finally:
-        os.unlink(fh.name)
+        run_git(args, cwd=tree, input=diff)
+    except InfrastructureError as exc:
+        raise TaskFormatError(str(tree), None, "patch",
+                              f"{what} does not apply: {str(exc).removeprefix('git apply failed: ')}") from None
 
 
 def tree_fingerprint(task: Task) -> str:
@@ -223,7 +270,7 @@ def tree_fingerprint(task: Task) -> str:
 
 #: Bumped whenever the way trees are built changes, so that trees built the old way (which could
 #: hold an upstream fix in a partial clone's pack, or build artefacts) are never reused.
-_BUILD_VERSION = "4"  # 3: times erased; 4: object stores diffs polluted (their objects now go elsewhere)
+_BUILD_VERSION = "5"  # 3: times erased; 4: object stores diffs polluted; 5: only files, dirs, in-tree links
 
 
 def _fingerprint(task: Task) -> str:
@@ -258,9 +305,21 @@ def git_env() -> dict[str, str]:
     """Environment for host-side git commands: fixed identity, no user configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(_GIT_ENV, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0")
-    # Run as root, pristine trees belong to the sandbox uid (sandbox.identity): git's check against
-    # repositories owned by someone else would refuse our own. Sandboxed code never reaches them.
-    env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
+    # Configuration given in the environment outranks every repository's own config, and reaches
+    # the git processes git starts (upload-pack in a source repository): no hook, no fsmonitor
+    # command, whatever config a repository carries. Filter and diff drivers named by an in-tree
+    # .gitattributes run only when a config defines them, and the only configs read are the git
+    # directories the project created (source repositories are only ever fetched from).
+    settings = {
+        # Run as root, pristine trees belong to the sandbox uid (sandbox.identity): git's check against
+        # repositories owned by someone else would refuse our own. Sandboxed code never reaches them.
+        "safe.directory": "*",
+        "core.hooksPath": os.devnull,
+        "core.fsmonitor": "false",
+    }
+    env["GIT_CONFIG_COUNT"] = str(len(settings))
+    for i, (key, value) in enumerate(settings.items()):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
     # No per-user attributes file either (git would look under $HOME, which the sandbox uid may
     # not read): what decides how files are written is the repository's own.
     env["XDG_CONFIG_HOME"] = "/nonexistent"

@@ -5,9 +5,12 @@ its id (``sweb.eval.x86_64.<id>:latest``, the harness's local name, or the publi
 ``swebench/sweb.eval.x86_64.<id with __ as _1776_>:latest``). The repository is where those
 images keep it, ``/testbed``, with the image's own Python environment (conda env ``testbed``).
 
-Its pristine tree is taken from the image itself: ``/testbed`` is copied out once per image,
-checked to be at the row's ``base_commit``, and committed as a single-commit repository (every
-file, ignored build products included, so that reset keeps them). Diffs, reset and grading then
+Its pristine tree is taken from the image itself: ``/testbed`` is copied out once per image
+(regular files, directories and in-tree links only, within size caps: see
+:mod:`deepgym_envs.untrusted_tree`), checked to be at the row's ``base_commit`` by parsing the
+image's ``.git/HEAD`` and refs (its ``.git`` is never written to the host, nor handed to git),
+and committed as a single-commit repository in a git directory the project creates (every file,
+ignored build products included, so that reset keeps them). Diffs, reset and grading then
 work exactly as for local repositories, and the fix's later history, which SWE-bench images carry
 in their ``.git``, is out of the agent's reach. A marker next to the tree names the image, so the
 docker sandbox runs its commands there.
@@ -16,10 +19,9 @@ docker sandbox runs its commands there.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
+import re
 import shutil
-import tarfile
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import Any
 
 from deepgym_envs.errors import InfrastructureError, SandboxUnavailable, TaskFormatError
 from deepgym_envs.tasks import Task
+from deepgym_envs.untrusted_tree import CountingReader, Origin, TreeCaps, check_cache_entry, extract_tar
 
 #: Where SWE-bench images keep the repository.
 IMAGE_REPO_PATH = "/testbed"
@@ -77,25 +80,32 @@ def image_task_tree(task: Task, cache: Path) -> Path | None:
     if image is None:
         return None
     image_id = require_image(client, image).id
-    return _tree(str(cache), task.instance_id, image, image_id, task.base_commit)
+    return _tree(str(cache), task.instance_id, image, image_id, task.base_commit, task.source)
+
+
+#: Bumped whenever the way image trees are copied out changes, so trees copied the old way go unused.
+_COPY_VERSION = "2"  # 2: only files, directories and in-tree links; the image's .git never on disk
 
 
 @lru_cache(maxsize=1024)
-def _tree(cache: str, instance_id: str, image: str, image_id: str, base_commit: str) -> Path:
+def _tree(cache: str, instance_id: str, image: str, image_id: str, base_commit: str, source: str = "") -> Path:
     from deepgym_envs.trees import _safe_name
 
-    key = hashlib.sha256(f"{image_id}\0{base_commit}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{_COPY_VERSION}\0{image_id}\0{base_commit}".encode()).hexdigest()[:16]
     dest = Path(cache) / "trees" / f"{_safe_name(instance_id)}-image-{key}"
     marker = Path(f"{dest}.image")
     if (dest / ".git").is_dir() and marker.is_file():
         return dest
+    origin = Origin(source or image, "image", instance_id)
+    caps = TreeCaps.from_env()
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        _copy_out(image, staging, instance_id)
-        tree = staging / IMAGE_REPO_PATH.strip("/")
-        _check_base(tree, base_commit, image, instance_id)
+        tree = staging / "tree"
+        git_meta = _copy_out(image, tree, origin, caps)
+        _check_base(read_head(git_meta), base_commit, image, instance_id)
         _commit_all(tree)
+        check_cache_entry(tree, caps, origin)
         try:
             os.rename(tree, dest)
         except OSError:
@@ -107,8 +117,19 @@ def _tree(cache: str, instance_id: str, image: str, image_id: str, base_commit: 
     return dest
 
 
-def _copy_out(image: str, into: Path, instance_id: str) -> None:
-    """Stream the image's repository directory into ``into`` (from a created, never started, container)."""
+def _is_git_path(rel: str) -> bool:
+    """Any ``.git`` in the image (the repository's, a submodule's): the host never uses one."""
+    return ".git" in rel.split("/")
+
+
+def _is_git_metadata(rel: str) -> bool:
+    return rel in (".git/HEAD", ".git/packed-refs") or rel.startswith(".git/refs/")
+
+
+def _copy_out(image: str, into: Path, origin: Origin, caps: TreeCaps) -> dict[str, bytes]:
+    """Stream the image's repository directory into ``into`` (from a created, never started,
+    container), under :mod:`deepgym_envs.untrusted_tree`'s rules; returns the bytes of the
+    image's ``.git/HEAD`` and refs, read from the stream, never written."""
     from deepgym_envs.sandbox.docker import engine, owner_labels
 
     client = engine()
@@ -118,58 +139,64 @@ def _copy_out(image: str, into: Path, instance_id: str) -> None:
         try:
             stream, _ = container.get_archive(IMAGE_REPO_PATH)
         except Exception as exc:
-            raise InfrastructureError(f"task {instance_id}: image {image} has no {IMAGE_REPO_PATH} ({exc})") from None
-        with _ChunkReader(stream) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
-            tar.extractall(into, filter="tar")
+            raise InfrastructureError(f"task {origin.instance_id}: image {image} has no {IMAGE_REPO_PATH} ({exc})") from None
+        reader = CountingReader(stream, caps.export_bytes, origin)
+        report, meta = extract_tar(reader, into, caps, origin, skip=_is_git_path, keep=_is_git_metadata)
+        report.warn(origin)
+        return meta
     finally:
         container.remove(force=True, v=True)
 
 
-class _ChunkReader(io.RawIOBase):
-    """A file object over the SDK's iterator of byte chunks, so tarfile can stream it."""
-
-    def __init__(self, chunks: Any) -> None:
-        self._chunks = iter(chunks)
-        self._buf = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while not self._buf:
-            try:
-                self._buf = next(self._chunks)
-            except StopIteration:
-                return 0
-        n = min(len(b), len(self._buf))
-        b[:n] = self._buf[:n]
-        self._buf = self._buf[n:]
-        return n
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
-def _check_base(tree: Path, base_commit: str, image: str, instance_id: str) -> None:
-    from deepgym_envs.trees import run_git
+def read_head(meta: dict[str, bytes]) -> str:
+    """The commit a repository's HEAD names, from the bytes of its ``.git/HEAD``, loose refs and
+    ``packed-refs`` (parsed, never handed to git); "" when they do not say."""
+    name = "HEAD"
+    for _ in range(5):  # HEAD -> refs/heads/x -> ...: a short chain, never a loop
+        value = _ref_value(meta, name)
+        if value is None:
+            return ""
+        if value.startswith("ref:"):
+            name = value[4:].strip()
+            continue
+        return value if _SHA.fullmatch(value) else ""
+    return ""
 
-    if not (tree / ".git").exists():
-        if base_commit:
-            raise TaskFormatError(image, None, "base_commit",
-                                  f"task {instance_id}: {IMAGE_REPO_PATH} in the image is not a git repository")
+
+def _ref_value(meta: dict[str, bytes], name: str) -> str | None:
+    if name != "HEAD" and not name.startswith("refs/") or ".." in name.split("/"):
+        return None
+    raw = meta.get(f".git/{name}")
+    if raw is not None:
+        return raw.decode("ascii", "replace").strip()
+    for line in meta.get(".git/packed-refs", b"").decode("ascii", "replace").splitlines():
+        sha, _, ref = line.strip().partition(" ")
+        if ref == name and not line.startswith(("#", "^")):
+            return sha
+    return None
+
+
+def _check_base(head: str, base_commit: str, image: str, instance_id: str) -> None:
+    if not base_commit:
         return
-    head = run_git(["-C", str(tree), "rev-parse", "HEAD"], check=False).strip()
-    if base_commit and not head.startswith(base_commit) and not base_commit.startswith(head or "-"):
+    if not head:
         raise TaskFormatError(image, None, "base_commit",
-                              f"task {instance_id}: the image's {IMAGE_REPO_PATH} is at {head[:12] or 'no commit'}, "
+                              f"task {instance_id}: {IMAGE_REPO_PATH} in the image is not a git repository "
+                              "(no .git directory whose HEAD names a commit)")
+    if not head.startswith(base_commit) and not base_commit.startswith(head):
+        raise TaskFormatError(image, None, "base_commit",
+                              f"task {instance_id}: the image's {IMAGE_REPO_PATH} is at {head[:12]}, "
                               f"not at the row's base_commit {base_commit[:12]}")
 
 
 def _commit_all(tree: Path) -> None:
-    """Replace the image's history with one commit of exactly what the image holds."""
-    import git
+    """One commit of exactly what was copied out, in a git directory the project creates."""
+    from deepgym_envs.trees import _init, run_git, seal_object_store
 
-    from deepgym_envs.trees import _GIT_ENV, seal_object_store
-
-    shutil.rmtree(tree / ".git", ignore_errors=True)
-    repo = git.Repo.init(str(tree), initial_branch="main")
-    repo.git.add("-A", "-f")
-    repo.git.commit("-q", "-m", "base", "--no-gpg-sign", "--allow-empty", env=_GIT_ENV)
+    _init(tree)
+    run_git(["add", "-A", "-f"], cwd=tree)
+    run_git(["commit", "-q", "-m", "base", "--no-gpg-sign", "--allow-empty"], cwd=tree)
     seal_object_store(tree)
