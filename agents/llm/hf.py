@@ -30,7 +30,7 @@ class HFBackend:
             path = getattr(getattr(model, "config", None), "_name_or_path", "")
             if not path:
                 raise DeepgymError("HFBackend needs a tokenizer when the model has no path to load one from")
-            tokenizer = require("transformers", "the hf backend").AutoTokenizer.from_pretrained(path)
+            tokenizer = require("transformers", "the hf backend").AutoTokenizer.from_pretrained(path, trust_remote_code=False)
         self.model = model
         self.tokenizer = tokenizer
         self.model_name = model_name or getattr(getattr(model, "config", None), "_name_or_path", "") or "hf-model"
@@ -44,8 +44,9 @@ class HFBackend:
         transformers = require("transformers", "the hf backend")
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-            model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+            # Built-in architectures only: a model folder's own Python (auto_map) is never imported.
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+            model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=False).to(device)
         except OSError as exc:
             raise DeepgymError(f"cannot load a model from {path!r}: {exc} "
                                "(a tiny local one: python -m agents.tiny_model DIR)") from None

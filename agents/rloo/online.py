@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 from agents.rloo.collect import Collector, DirectCollector, LoopCollector
 from agents.rloo.config import TrainConfig, TrainConfigError
 from agents.rloo.metrics import MetricsLog, rollout_metrics
+from agents.rloo.state import CheckpointError
 from agents.rloo.trainer import RLOOTrainer, latest_checkpoint
 from agents.trajectory import Trajectory, read_trajectories
 from deepgym_envs.progress import progress_bar
@@ -36,10 +37,14 @@ def load_policy(config: TrainConfig, checkpoint: Path | None = None) -> tuple[An
     if checkpoint is not None and (checkpoint / "adapter_config.json").exists():
         from peft import PeftModel
 
+        _require_safetensors(checkpoint, "adapter_model.safetensors")
         base, tokenizer = load_policy(config)
         return PeftModel.from_pretrained(base, str(checkpoint), is_trainable=True), tokenizer
     if checkpoint is not None:
-        return AutoModelForCausalLM.from_pretrained(checkpoint), AutoTokenizer.from_pretrained(checkpoint)
+        # A checkpoint folder may be someone else's: only safetensors weights, only built-in code.
+        _require_safetensors(checkpoint, "model.safetensors", "model.safetensors.index.json")
+        return (AutoModelForCausalLM.from_pretrained(checkpoint, use_safetensors=True, trust_remote_code=False),
+                AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=False))
     if config.model == "tiny" and config.env_id == GRIDNAV:
         from agents.rloo.tiny import tiny_causal_lm, word_tokenizer
         from deepgym_envs.gridnav import VOCABULARY
@@ -56,7 +61,15 @@ def load_policy(config: TrainConfig, checkpoint: Path | None = None) -> tuple[An
     if not (path / "config.json").exists():
         raise TrainConfigError(f"model {config.model!r} is not a model directory (no config.json); "
                                "pass a save_pretrained directory or 'tiny'")
-    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    return (AutoModelForCausalLM.from_pretrained(path, trust_remote_code=False),
+            AutoTokenizer.from_pretrained(path, trust_remote_code=False))
+
+
+def _require_safetensors(checkpoint: Path, *names: str) -> None:
+    """deepgym train writes weights as safetensors; a pickled ``*.bin`` in their place is not loaded."""
+    if not any((checkpoint / name).is_file() for name in names):
+        raise CheckpointError(f"{checkpoint} has no {names[0]}: checkpoints are resumed from safetensors "
+                              "weights only (a pickled .bin could run code when loaded)")
 
 
 def task_ids_for(config: TrainConfig) -> list[str]:

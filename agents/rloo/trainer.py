@@ -25,9 +25,8 @@ import torch
 from agents.rloo.advantages import compute_advantages, token_advantages
 from agents.rloo.config import TrainConfig
 from agents.rloo.loss import Batch, collate, rloo_loss, token_logprobs
+from agents.rloo.state import CheckpointError, has_state, read_state, write_state
 from agents.trajectory import Trajectory
-
-STATE_FILE = "trainer_state.pt"
 
 
 def pick_device(name: str) -> torch.device:
@@ -139,16 +138,20 @@ class RLOOTrainer:
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def save(self, directory: str | Path, *, step: int, extra: dict[str, Any] | None = None) -> Path:
-        """Weights (or LoRA adapters) in ``save_pretrained`` layout, the tokenizer, optimiser and RNG state."""
+        """Weights (or LoRA adapters) in ``save_pretrained`` layout, the tokenizer, optimiser and RNG state.
+
+        Nothing is pickled: weights are safetensors, the rest safetensors and JSON
+        (:mod:`agents.rloo.state`), so resuming someone else's run folder cannot run code.
+        """
         directory = Path(directory)
         tmp = directory.with_name(directory.name + ".tmp")
         tmp.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(tmp)
+        self.model.save_pretrained(tmp)  # safetensors: transformers' and peft's default format
         self.tokenizer.save_pretrained(tmp)
-        torch.save({"step": step, "updates": self.updates, "optimizer": self.optimizer.state_dict(),
-                    "steps_done": self.steps_done,
-                    "torch_rng": torch.random.get_rng_state(), "rng": self.rng.getstate(),
-                    "extra": extra or {}}, tmp / STATE_FILE)
+        write_state(tmp, {"step": step, "updates": self.updates, "optimizer": self.optimizer.state_dict(),
+                          "steps_done": self.steps_done,
+                          "torch_rng": torch.random.get_rng_state(), "rng": self.rng.getstate(),
+                          "extra": extra or {}})
         if directory.exists():
             import shutil
             shutil.rmtree(directory)
@@ -157,19 +160,24 @@ class RLOOTrainer:
 
     def load_state(self, directory: str | Path) -> dict[str, Any]:
         """Restore the optimiser and RNG state saved next to the weights (the weights load with the model)."""
-        state = torch.load(Path(directory) / STATE_FILE, map_location=self.device, weights_only=False)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.steps_done = state["steps_done"]
-        torch.random.set_rng_state(state["torch_rng"])
-        self.rng.setstate(state["rng"])
-        self.updates = state["updates"]
+        state = read_state(directory)
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])  # moves the tensors to the parameters' device
+            torch.random.set_rng_state(state["torch_rng"])
+            self.rng.setstate(tuple(state["rng"]))
+            self.steps_done, self.updates = int(state["steps_done"]), int(state["updates"])
+            state["step"] = int(state["step"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise CheckpointError(f"the trainer state in {directory} does not fit this trainer: "
+                                  f"{type(exc).__name__}: {exc}") from None
         return state
 
 
 def latest_checkpoint(out: str | Path) -> Path | None:
     """The newest complete ``checkpoints/step-N`` under a run directory."""
     root = Path(out) / "checkpoints"
-    done = [p for p in root.glob("step-*") if (p / STATE_FILE).exists() and not p.name.endswith(".tmp")]
+    done = [p for p in root.glob("step-*") if has_state(p) and not p.name.endswith(".tmp")
+            and p.name.split("-")[1].isdigit()]
     return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
