@@ -22,7 +22,9 @@ the next prompt would not fit (``context_length``: the final state is still grad
 loop sends), or the backend or the harness fails (``error: ...``, masked: no verdict).
 
 What the loop adds to :class:`agents.trajectory.Trajectory` (all in ``metadata``, nothing in the
-schema itself): ``ids`` (see above), ``template_prefix_stable``, ``template_match``, ``patch`` (the
+schema itself): ``ids`` (see above), ``template_prefix_stable``, ``template_match``,
+``observation_special_ids`` (special-token ids that text from the environment became despite the
+neutralising in :mod:`agents.chat`; above 0, ``template_match`` is false), ``patch`` (the
 final diff, for SWE-bench predictions), ``wall_time``, ``completion_tokens`` (chat mode, as the
 server counted), ``graded_by: "loop_submit"`` and ``observation_cut`` (context_length endings),
 ``traceback`` (error endings); per turn, ``timing["template"]`` beside ``generate`` and ``env``.
@@ -249,8 +251,10 @@ class _Runner:
         ep.started = time.perf_counter()
         if self.token_mode:
             ep.formatter = ChatFormatter(self.llm.tokenizer, ep.tools)
-            ep.ids = ep.formatter.prompt_ids(ep.messages)
-            ep.traj.metadata.update(ids="complete", template_prefix_stable=True)
+            prompt = ep.formatter.prompt(ep.messages)
+            ep.ids = prompt.ids
+            ep.traj.metadata.update(ids="complete", template_prefix_stable=True,
+                                    observation_special_ids=prompt.env_special_ids)
         self.events.put(("ready", ep))
 
     def _step(self, ep: _Episode, gen: Generation, gen_time: float) -> None:
@@ -291,6 +295,7 @@ class _Runner:
                 ep.traj.metadata["observation_cut"] = len(delta.ids) - len(turn.observation_ids)
             if not delta.prefix_stable:
                 ep.traj.metadata["template_prefix_stable"] = False
+            ep.traj.metadata["observation_special_ids"] += delta.env_special_ids
         else:
             self._chat_ids(ep, turn, gen)
             counted = gen.num_tokens if gen.num_tokens is not None else len(gen.completion_ids)
@@ -354,8 +359,10 @@ class _Runner:
         if self.token_mode and self.verify_template and ep.formatter is not None \
                 and ep.traj.turns and "observation_cut" not in ep.traj.metadata:
             last = ep.traj.turns[-1]
-            ep.traj.metadata["template_match"] = ep.formatter.matches_template(
-                ep.traj.flatten().input_ids, ep.messages, generation_prompt=not (last.terminated or last.truncated))
+            # Not a reason to drop the episode: the agent can print special-token strings at will.
+            ep.traj.metadata["template_match"] = ep.traj.metadata["observation_special_ids"] == 0 and \
+                ep.formatter.matches_template(ep.traj.flatten().input_ids, ep.messages,
+                                              generation_prompt=not (last.terminated or last.truncated))
         self._end(ep, reason, masked=ep.traj.masked)
 
     def _end(self, ep: _Episode, reason: str, masked: bool) -> None:
