@@ -1,11 +1,11 @@
 """The ``deepgym`` command line.
 
-    deepgym tasks list [TASKSET]
-    deepgym tasks validate [TASKSET] [--workers N] [--runs N --record-flaky]
+    deepgym tasks list [TASKSET] [--json]
+    deepgym tasks validate [TASKSET] [--task ID|GLOB] [--workers N] [--runs N --record-flaky] [--json]
     deepgym tasks synth --from pypi:NAME==VERSION | git:PATH_OR_URL --out DIR
     deepgym tasks stats TASKSET | split TASKSET --by repo --eval-frac 0.2 --out DIR
     deepgym batch TASK_ID --patches candidates.jsonl [--executor ray] [--out verdicts.jsonl]
-    deepgym eval --agent oracle|noop [--tasks TASKSET] [--out results.json]
+    deepgym eval --agent oracle|noop [--tasks TASKSET] [--task-ids ID|GLOB,...] [--out results.json] [--json]
     deepgym eval --agent openai|vllm|hf --model M [--base-url U] [--k N] [--concurrency C] [--max-steps S]
     deepgym audit [TASKSET] --out audit.json [--weak-verifier]
     deepgym leaderboard [--results leaderboard/results] [--out leaderboard/index.html]
@@ -18,10 +18,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -29,48 +31,94 @@ from deepgym_envs.errors import DeepgymError
 from deepgym_envs.progress import console
 
 
+def print_table(table: Table) -> None:
+    """Print a table without cutting a cell: piped or redirected (80 columns by default), it is as
+    wide as its cells need, so ids stay whole and greppable; on a terminal, cells fold instead."""
+    out = console()
+    if not out.is_terminal:
+        need = out.measure(table, options=out.options.update_width(1 << 16)).maximum
+        out = Console(width=max(out.width, need))
+    out.print(table)
+
+
+def print_json(data: Any) -> None:
+    """``--json``: the document alone on stdout (notes and progress go to stderr)."""
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _note(args: argparse.Namespace) -> Console:
+    """Where notes go: stdout, or stderr when stdout carries ``--json``."""
+    return Console(stderr=True) if getattr(args, "json", False) else console()
+
+
+def _load(taskset: str) -> list:
+    """A task set that must hold tasks: an empty file is a mistake, never ``0/0``."""
+    from deepgym_envs.tasks import load_tasks
+
+    tasks = load_tasks(taskset)
+    if not tasks:
+        raise DeepgymError(f"{taskset} holds no tasks; give a task file with at least one row, or 'builtin'")
+    return tasks
+
+
 def _tasks_list(args: argparse.Namespace) -> int:
     from deepgym_envs.tasks import load_tasks
 
     tasks = load_tasks(args.taskset)
-    table = Table(title=f"{len(tasks)} tasks in {args.taskset}")
+    if args.json:
+        print_json([{"instance_id": t.instance_id, "repo": t.repo, "difficulty": t.difficulty,
+                     "FAIL_TO_PASS": t.FAIL_TO_PASS, "PASS_TO_PASS": t.PASS_TO_PASS,
+                     "problem_statement": t.problem_statement, "source": t.source} for t in tasks])
+        return 0
+    table = Table(title=f"{len(tasks)} tasks in {escape(str(args.taskset))}")
     for col in ("instance_id", "repo", "difficulty", "F2P", "P2P", "problem"):
-        table.add_column(col, overflow="fold" if col == "problem" else "ellipsis")
+        table.add_column(col, overflow="fold")
     for t in tasks:
         first = next((line for line in t.problem_statement.splitlines() if line.strip()), "")
-        table.add_row(t.instance_id, t.repo, t.difficulty or "-", str(len(t.FAIL_TO_PASS)),
-                      str(len(t.PASS_TO_PASS)), first[:70])
-    console().print(table)
+        table.add_row(escape(t.instance_id), escape(t.repo), escape(t.difficulty or "-"), str(len(t.FAIL_TO_PASS)),
+                      str(len(t.PASS_TO_PASS)), escape(first[:70]))
+    print_table(table)
     return 0
 
 
 def _tasks_validate(args: argparse.Namespace) -> int:
-    from deepgym_envs.tasks import load_tasks
+    from deepgym_envs.evaluation import select_tasks
     from deepgym_envs.validate import validate_tasks
 
-    tasks = load_tasks(args.taskset)
-    if args.task:
-        tasks = [t for t in tasks if t.instance_id in set(args.task)]
+    tasks = select_tasks(_load(args.taskset), args.task or (), source=args.taskset)
     results = validate_tasks(tasks, backend=args.sandbox, workers=args.workers, runs=args.runs)
-    table = Table(title=f"validation of {args.taskset}" + (f" ({args.runs} runs)" if args.runs > 1 else ""))
-    for col in ("task", "F2P fail at base", "P2P pass at base", "gold", "flaky", "result"):
-        table.add_column(col)
-    for r, t in zip(results, tasks):
-        f2p_failing = sum(r.base.tests.get(x) != "passed" for x in t.FAIL_TO_PASS)
-        p2p_passing = sum(r.base.tests.get(x) == "passed" for x in t.PASS_TO_PASS)
-        table.add_row(r.task_id, f"{f2p_failing}/{len(t.FAIL_TO_PASS)}", f"{p2p_passing}/{len(t.PASS_TO_PASS)}",
-                      r.gold.status, escape(", ".join(r.flaky)) or "-",
-                      "[green]valid[/]" if r.valid else "[red]INVALID[/]: " + escape("; ".join(r.problems)))
-    console().print(table)
     bad = sum(not r.valid for r in results)
     flaky = sum(bool(r.flaky) for r in results)
-    console().print(f"{len(results) - bad} valid, {bad} invalid, {flaky} with flaky tests")
+    if args.json:
+        print_json({"taskset": str(args.taskset), "runs": args.runs, "valid": len(results) - bad, "invalid": bad,
+                    "with_flaky_tests": flaky, "tasks": [_validation_row(r, t) for r, t in zip(results, tasks)]})
+    else:
+        title = f"validation of {escape(str(args.taskset))}" + (f" ({args.runs} runs)" if args.runs > 1 else "")
+        table = Table(title=title)
+        for col in ("task", "F2P fail at base", "P2P pass at base", "gold", "flaky", "result"):
+            table.add_column(col, overflow="fold")
+        for r, t in zip(results, tasks):
+            row = _validation_row(r, t)
+            table.add_row(escape(r.task_id), row["F2P_fail_at_base"], row["P2P_pass_at_base"], r.gold.status,
+                          escape(", ".join(r.flaky)) or "-",
+                          "[green]valid[/]" if r.valid else "[red]INVALID[/]: " + escape("; ".join(r.problems)))
+        print_table(table)
+        console().print(f"{len(results) - bad} valid, {bad} invalid, {flaky} with flaky tests")
     if args.record_flaky:
         from deepgym_envs.validate import record_flaky
 
         for path in record_flaky(results, tasks):
-            console().print(f"recorded flaky tests in {path}")
+            _note(args).print(f"recorded flaky tests in {escape(str(path))}")
     return 1 if bad else 0
+
+
+def _validation_row(r: Any, t: Any) -> dict[str, Any]:
+    f2p_failing = sum(r.base.tests.get(x) != "passed" for x in t.FAIL_TO_PASS)
+    p2p_passing = sum(r.base.tests.get(x) == "passed" for x in t.PASS_TO_PASS)
+    return {"task_id": r.task_id, "valid": r.valid, "problems": r.problems,
+            "F2P_fail_at_base": f"{f2p_failing}/{len(t.FAIL_TO_PASS)}",
+            "P2P_pass_at_base": f"{p2p_passing}/{len(t.PASS_TO_PASS)}",
+            "base": r.base.status, "gold": r.gold.status, "flaky": r.flaky}
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -82,13 +130,13 @@ def _batch(args: argparse.Namespace) -> int:
     task = find_task(load_tasks(args.tasks), args.task_id)
     patches = read_patches(args.patches)
     verdicts = run_batch(task, patches, workers=args.workers, backend=args.sandbox, executor=args.executor)
-    table = Table(title=f"{len(patches)} candidates for {task.instance_id}")
+    table = Table(title=f"{len(patches)} candidates for {escape(task.instance_id)}")
     for col in ("#", "verdict", "F2P", "P2P", "reason"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for i, v in enumerate(verdicts):
         table.add_row(str(i), v.status, f"{v.fail_to_pass['passed']}/{v.fail_to_pass['total']}",
                       f"{v.pass_to_pass['passed']}/{v.pass_to_pass['total']}", escape(v.reason[:80]))
-    console().print(table)
+    print_table(table)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             for v in verdicts:
@@ -100,35 +148,55 @@ def _batch(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from agents import AGENTS, make_agent
     from agents.evaluate import LLM_AGENTS, cli_llm_eval
-    from deepgym_envs.evaluation import evaluate
-    from deepgym_envs.tasks import load_tasks
+    from deepgym_envs.evaluation import evaluate, select_tasks
 
     if args.agent in LLM_AGENTS:
+        if args.task_ids or args.json:  # agents.evaluate selects and prints its own tasks
+            raise DeepgymError(f"--task-ids and --json work with --agent {' or '.join(AGENTS)} only, "
+                               f"not yet with {args.agent}; use --limit, or a task file of the tasks wanted")
         return cli_llm_eval(args)
     if args.agent not in AGENTS:  # make_agent's ValueError would surface as a traceback from a worker
         raise DeepgymError(f"unknown agent {args.agent!r}; choose one of {', '.join(AGENTS + LLM_AGENTS)}")
-    tasks = load_tasks(args.tasks)
-    if args.limit:
-        tasks = tasks[: args.limit]
+    tasks = select_tasks(_load(args.tasks), args.task_ids or (), args.limit, source=args.tasks)
     result = evaluate(args.agent, lambda task: make_agent(args.agent, task), tasks, task_set=str(args.tasks),
                       backend=args.sandbox, max_steps=args.max_steps, concurrency=args.concurrency)
-    table = Table(title=f"{args.agent} on {args.tasks}")
+    if args.out:
+        result.write(args.out)
+    s = result.summary()
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        _eval_report(args, result)
+    if args.out:
+        _note(args).print(f"results written to {escape(str(args.out))}")
+    if s["no_verdict"] == s["tasks"]:
+        _note(args).print("[red]error:[/] no episode got a verdict: the harness failed on every task (each "
+                          "episode's reason is given); the run says nothing about the agent", soft_wrap=True)
+        return 1
+    return 0
+
+
+def _eval_report(args: argparse.Namespace, result: Any) -> None:
+    """The terminal view of an evaluation: per-task table, why each no_verdict happened, summary."""
+    table = Table(title=f"{escape(args.agent)} on {escape(str(args.tasks))}")
     for col in ("task", "verdict", "F2P", "P2P", "steps", "return", "time (s)"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     colors = {"resolved": "green", "unresolved": "red", "no_verdict": "yellow"}
     for e in result.episodes:
         f2p, p2p = e.fail_to_pass or {}, e.pass_to_pass or {}
-        table.add_row(e.task_id, f"[{colors[e.status]}]{e.status}[/]",
+        table.add_row(escape(e.task_id), f"[{colors[e.status]}]{e.status}[/]",
                       f"{f2p.get('passed', 0)}/{f2p.get('total', 0)}", f"{p2p.get('passed', 0)}/{p2p.get('total', 0)}",
                       str(e.steps), f"{e.episode_return:.2f}", f"{e.duration:.1f}")
-    console().print(table)
+    print_table(table)
+    for e in result.episodes:
+        if e.status == "no_verdict":
+            reason = e.reason if len(e.reason) <= 2000 else e.reason[:2000] + " [...] (all of it in --out / --json)"
+            console().print(f"[yellow]no_verdict[/] {escape(e.task_id)}: {escape(reason or 'no reason given')}",
+                            soft_wrap=True)
     s = result.summary()
-    console().print(f"[bold]{args.agent}[/]: resolved {s['resolved']}/{s['tasks']} ({100 * s['resolved_rate']:.0f}%), "
-                    f"no_verdict {s['no_verdict']}, mean steps {s['mean_steps']:.1f}, wall {s['wall_time']:.0f}s")
-    if args.out:
-        result.write(args.out)
-        console().print(f"results written to {args.out}")
-    return 0
+    console().print(f"[bold]{escape(args.agent)}[/]: resolved {s['resolved']}/{s['tasks']} "
+                    f"({100 * s['resolved_rate']:.0f}%), no_verdict {s['no_verdict']}, mean steps "
+                    f"{s['mean_steps']:.1f}, wall {s['wall_time']:.0f}s")
 
 
 def _sandbox_check(args: argparse.Namespace) -> int:
@@ -165,14 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="list and validate task sets").add_subparsers(dest="tasks_cmd", required=True)
     p = tasks.add_parser("list", help="show the tasks of a task set")
     p.add_argument("taskset", nargs="?", default="builtin", help="'builtin', a .jsonl file or a directory")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_tasks_list)
     p = tasks.add_parser("validate", help="prove F2P fail at base and pass with the gold patch; P2P pass in both")
     p.add_argument("taskset", nargs="?", default="builtin")
-    p.add_argument("--task", action="append", help="only this task id (repeatable)")
+    p.add_argument("--task", action="append", help="only this task id or glob (repeatable, or comma-separated)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
     p.add_argument("--runs", type=int, default=1, help="grade each state N times and flag tests that flip")
     p.add_argument("--record-flaky", action="store_true", help="write flagged tests into the task files")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_tasks_validate)
     from deepgym_envs.synth.cli import add_taskset_parsers
 
@@ -196,7 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
     p.add_argument("--max-steps", type=int, default=50, help="step budget per episode (0 = no limit)")
     p.add_argument("--concurrency", type=int, default=os.cpu_count() or 1, help="episodes in flight at once")
+    p.add_argument("--task-ids", action="append", metavar="ID|GLOB",
+                   help="only tasks whose id matches, e.g. 'deepgym__cronparse-*' (repeatable, or comma-separated)")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0 = all)")
+    p.add_argument("--json", action="store_true", help="print the results JSON (as --out writes it) instead of a table")
     from agents.evaluate import add_llm_eval_arguments
 
     add_llm_eval_arguments(p)

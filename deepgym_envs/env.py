@@ -15,10 +15,11 @@ the final state is graded by the hidden tests.
 
 from __future__ import annotations
 
+import difflib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import gymnasium as gym
 
@@ -26,11 +27,11 @@ from deepgym_envs.actions import parse_action
 from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError
 from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox
 from deepgym_envs.pyenv import sandbox_options
-from deepgym_envs.rewards import RewardConfig, RewardModel, potential
-from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.rewards import REWARD_MODES, RewardConfig, RewardModel, potential
+from deepgym_envs.sandbox import BACKENDS, Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, find_task, load_tasks
-from deepgym_envs.tools import Tools, schemas_for
+from deepgym_envs.tools import TOOLSETS, Tools, schemas_for
 from deepgym_envs.trees import pristine_tree
 
 MAX_TEXT = 1 << 22  # 4 Mi characters: far above any observation the tools produce
@@ -89,9 +90,13 @@ class SWEEnv(gym.Env[str, str]):
                 and grade in pooled views with their own servers (same results as cold runs,
                 without interpreter start-up; namespace backend). Views are closed by ``close()``.
         """
+        _check_arguments(sandbox=sandbox, toolset=toolset, max_steps=max_steps, reward_mode=reward_mode,
+                         limits=limits, grading_timeout=grading_timeout, render_mode=render_mode)
         self.tasks = list(tasks) if isinstance(tasks, list) else load_tasks(tasks)
         if not self.tasks:
-            raise DeepgymError("the task set is empty")
+            where = "" if isinstance(tasks, list) else f" {tasks}"
+            raise DeepgymError(f"the task set{where} holds no tasks; give a task file with at least one row, "
+                               "or 'builtin'")
         if task_id is not None:
             find_task(self.tasks, task_id)
         self.default_task_id = task_id
@@ -159,6 +164,7 @@ class SWEEnv(gym.Env[str, str]):
         invalid, submitted, changed, viewed_gold = False, False, False, False
         try:
             call = parse_action(action)
+            _check_unicode(call.arguments)
             info["tool_call"] = call.to_dict()
             result = self._tools(call)
             obs, submitted, changed = result.output, result.submitted, result.changed_workspace
@@ -245,6 +251,46 @@ class SWEEnv(gym.Env[str, str]):
         if self._sandbox is not None:
             self._sandbox.close()
         self._sandbox, self._sandbox_task, self._tools = None, None, None
+
+
+def _check_unicode(value: Any) -> None:
+    """A lone surrogate (JSON's "\\ud800") cannot become a file, an argv or a pattern: the agent's
+    mistake, said as one, instead of an encoding error deep inside a tool."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolError(f"the tool call's text is not valid Unicode: a lone surrogate "
+                            f"({value[exc.start]!r}) at position {exc.start} of an argument") from None
+    elif isinstance(value, dict):
+        for v in value.values():
+            _check_unicode(v)
+    elif isinstance(value, list):
+        for v in value:
+            _check_unicode(v)
+
+
+def _check_arguments(*, sandbox: Any, toolset: Any, max_steps: Any, reward_mode: Any, limits: Any,
+                     grading_timeout: Any, render_mode: Any) -> None:
+    """Configuration mistakes fail at construction, not at the first ``reset`` minutes later."""
+    def choice(name: str, value: Any, allowed: Sequence[str]) -> None:
+        if value not in allowed:
+            close = difflib.get_close_matches(str(value), allowed, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise DeepgymError(f"{name}={value!r} is not one of {', '.join(map(str, allowed))}.{hint}")
+
+    if sandbox is not None:
+        choice("sandbox", sandbox, BACKENDS)
+    choice("toolset", toolset, tuple(TOOLSETS))
+    choice("reward_mode", reward_mode, REWARD_MODES)
+    if render_mode is not None:
+        choice("render_mode", render_mode, SWEEnv.metadata["render_modes"])
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
+        raise DeepgymError(f"max_steps={max_steps!r}: give a whole number of steps, 0 for no limit")
+    if limits is not None and not isinstance(limits, SandboxLimits):
+        raise DeepgymError(f"limits must be a SandboxLimits, not {type(limits).__name__}")
+    if isinstance(grading_timeout, bool) or not isinstance(grading_timeout, (int, float)) or not grading_timeout > 0:
+        raise DeepgymError(f"grading_timeout={grading_timeout!r}: give the seconds the hidden tests may run (> 0)")
 
 
 def _normpath(path: Any) -> str:

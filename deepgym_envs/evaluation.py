@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import json
 import platform
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from deepgym_envs.env import SWEEnv
 from deepgym_envs.errors import DeepgymError
@@ -64,6 +66,29 @@ class EvalResult:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def select_tasks(tasks: list[Task], patterns: Sequence[str] = (), limit: int = 0, *, source: object = "") -> list[Task]:
+    """The tasks an evaluation runs: those whose id matches one of ``patterns`` (ids or shell-style
+    globs; a pattern may hold several, comma-separated; none = all), in task-set order, then the
+    first ``limit`` of them (0 = all).
+
+    An empty result is an error, never a quiet ``resolved 0/0``: an empty task set, or a pattern
+    that matches no id (a typo), names itself.
+    """
+    where = f" {source}" if source else ""
+    if not tasks:
+        raise DeepgymError(f"the task set{where} holds no tasks; nothing to run")
+    wanted = [p.strip() for value in patterns for p in value.split(",") if p.strip()]
+    ids = [t.instance_id for t in tasks]
+    for pattern in wanted:
+        if not any(fnmatch.fnmatchcase(i, pattern) for i in ids):
+            close = difflib.get_close_matches(pattern, ids, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise DeepgymError(f"no task id in{where or ' the task set'} matches {pattern!r}{hint}")
+    if wanted:
+        tasks = [t for t in tasks if any(fnmatch.fnmatchcase(t.instance_id, p) for p in wanted)]
+    return tasks[:limit] if limit > 0 else tasks
 
 
 def run_episode(env: SWEEnv, agent: Any, task_id: str, seed: int = 0) -> EpisodeResult:

@@ -35,7 +35,7 @@ def add_leaderboard_parser(subparsers: argparse._SubParsersAction) -> argparse.A
 
 
 def run_leaderboard(args: argparse.Namespace) -> int:
-    from deepgym_envs.leaderboard.page import render
+    from deepgym_envs.leaderboard.page import render, same_page
     from deepgym_envs.leaderboard.results import load_runs, rank
 
     out = console()
@@ -50,13 +50,25 @@ def run_leaderboard(args: argparse.Namespace) -> int:
         out.print(_table(task_set, entries, every_run=args.every_run))
     if not args.no_html:
         path = Path(args.out)
+        page = render(board, skipped, source=args.results)
+        if same_page(_old_page(path), page):
+            out.print(f"page unchanged: {escape(str(path))}")
+            return 0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render(board, skipped, source=args.results), encoding="utf-8")
+            path.write_text(page, encoding="utf-8")
         except OSError as exc:
             raise DeepgymError(f"cannot write the page to {path}: {exc.strerror or exc}") from None
         out.print(f"page written to {escape(str(path))}")
     return 0
+
+
+def _old_page(path: Path) -> str:
+    """The page as it stands ("" when there is none, or it cannot be read: then it is rewritten)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def _table(task_set: str, entries: Sequence[Ranked], *, every_run: bool) -> Table:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import math
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Sequence
@@ -220,6 +221,16 @@ def bar_chart(title: str, entries: Sequence[Ranked], value: Callable[[Run], list
 
 
 # --- the page -------------------------------------------------------------------------------------
+
+#: The one part of a page that changes when nothing else does.
+_STAMP = re.compile(r" · generated \d{4}-\d\d-\d\d \d\d:\d\d UTC")
+
+
+def same_page(old: str, new: str) -> bool:
+    """True when two renderings differ at most in when they were generated: a tracked page is then
+    left as it is, so regenerating it changes nothing in git."""
+    return _STAMP.sub("", old) == _STAMP.sub("", new)
+
 
 def render(board: dict[str, list[Ranked]], skipped: Sequence[Skipped] = (), *, source: str = "",
            generated_at: datetime | None = None) -> str:

@@ -316,8 +316,9 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        # json's messages may end in "at" ("Invalid control character at"), meant to precede a position.
         raise ResultsFormatError(str(path), None, f"not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                                 f"{exc.msg})") from None
+                                 f"{exc.msg.removesuffix(' at')})") from None
 
 
 def is_predictions(data: Any) -> bool:
