@@ -335,10 +335,12 @@ def test_eval_task_ids_that_match_nothing_are_an_error(cli, tmp_path):
 # -- 8. the leaderboard page is left alone when only its time would change -------------------------
 
 def test_leaderboard_leaves_an_unchanged_page_alone(cli, tmp_path):
+    from deepgym_envs.evaluation import EpisodeResult, EvalResult
+
     results, page = tmp_path / "results", tmp_path / "index.html"
-    results.mkdir()
-    for name in ("noop-builtin.json", "oracle-builtin.json"):
-        (results / name).write_text((ROOT / "leaderboard" / "results" / name).read_text())
+    for agent, status in (("noop", "unresolved"), ("oracle", "resolved")):
+        episode = EpisodeResult(TASK_ID, status, 1, float(status == "resolved"), 0.5, 0)
+        EvalResult(agent, "wordy", "namespace", [episode], 0.5).write(results / f"{agent}-builtin.json")
     code, out, _ = cli("leaderboard", "--results", str(results), "--out", str(page))
     assert code == 0 and "page written to" in out
     page.write_text(_restamp(page.read_text(), "1999-12-31 23:59"))  # as if generated long ago
