@@ -253,21 +253,23 @@ class SWEEnv(gym.Env[str, str]):
         self._sandbox, self._sandbox_task, self._tools = None, None, None
 
 
-def _check_unicode(value: Any) -> None:
+def _check_unicode(arguments: dict[str, Any]) -> None:
     """A lone surrogate (JSON's "\\ud800") cannot become a file, an argv or a pattern: the agent's
-    mistake, said as one, instead of an encoding error deep inside a tool."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ToolError(f"the tool call's text is not valid Unicode: a lone surrogate "
-                            f"({value[exc.start]!r}) at position {exc.start} of an argument") from None
-    elif isinstance(value, dict):
-        for v in value.values():
-            _check_unicode(v)
-    elif isinstance(value, list):
-        for v in value:
-            _check_unicode(v)
+    mistake, said as one, instead of an encoding error deep inside a tool. Iterative: the
+    arguments may nest as deep as the JSON parser allows."""
+    stack: list[Any] = [arguments]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ToolError(f"the tool call's text is not valid Unicode: a lone surrogate "
+                                f"({value[exc.start]!r}) at position {exc.start} of an argument") from None
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
 
 
 def _check_arguments(*, sandbox: Any, toolset: Any, max_steps: Any, reward_mode: Any, limits: Any,

@@ -57,7 +57,8 @@ VALUE = st.recursive(st.one_of(TEXT, st.integers(), st.floats(), st.booleans(), 
                                              st.dictionaries(st.text(max_size=5), inner, max_size=3)),
                      max_leaves=6)
 # Three shapes still escape step() as exceptions: a path component over 255 bytes for view, JSON
-# nested 1000+ deep, a JSON integer of 4300+ digits. Each has its own test below (xfail until fixed);
+# nested deeper than the recursion limit (1000) less the caller's stack depth (a few hundred under
+# pytest), a JSON integer of 4300+ digits. Each has its own test below (xfail until fixed);
 # the property test keeps to the rest.
 
 
@@ -96,7 +97,7 @@ DICTS = st.one_of(  # the OpenAI message forms an agent loop may pass instead of
                        max_size=2),
               st.one_of(st.none(), TEXT)))
 ACTIONS = st.one_of(tool_calls(), TEXT, st.builds(lambda c: tool("bash", command=c), TEXT), DICTS,
-                    st.builds(_nested, st.integers(1, 900), st.booleans()))
+                    st.builds(_nested, st.integers(1, 300), st.booleans()))  # deeper: a known hole, below
 
 
 def assert_not_masked(info: dict) -> None:
