@@ -106,11 +106,11 @@ def assert_not_masked(info: dict) -> None:
     assert (info.get("verdict") or {}).get("status") != "no_verdict", info["verdict"]
 
 
-@needs_namespace
 @pytest.mark.slow
-def test_a_one_mebibyte_bash_command_is_an_error_observation_not_a_masked_episode(tmp_path, monkeypatch):
+def test_a_one_mebibyte_bash_command_is_an_error_observation_not_a_masked_episode(tmp_path, monkeypatch, backend):
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
-    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward_mode="outcome")
+    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward_mode="outcome",
+                   sandbox=backend)
     try:
         env.reset(seed=0)
         obs, _, terminated, truncated, info = env.step(tool("bash", command="echo " + "x" * (1 << 20)))
