@@ -51,16 +51,6 @@ def _note(args: argparse.Namespace) -> Console:
     return Console(stderr=True) if getattr(args, "json", False) else console()
 
 
-def _load(taskset: str) -> list:
-    """A task set that must hold tasks: an empty file is a mistake, never ``0/0``."""
-    from deepgym_envs.tasks import load_tasks
-
-    tasks = load_tasks(taskset)
-    if not tasks:
-        raise DeepgymError(f"{taskset} holds no tasks; give a task file with at least one row, or 'builtin'")
-    return tasks
-
-
 def _tasks_list(args: argparse.Namespace) -> int:
     from deepgym_envs.tasks import load_tasks
 
@@ -83,9 +73,10 @@ def _tasks_list(args: argparse.Namespace) -> int:
 
 def _tasks_validate(args: argparse.Namespace) -> int:
     from deepgym_envs.evaluation import select_tasks
+    from deepgym_envs.tasks import load_tasks
     from deepgym_envs.validate import validate_tasks
 
-    tasks = select_tasks(_load(args.taskset), args.task or (), source=args.taskset)
+    tasks = select_tasks(load_tasks(args.taskset), args.task or (), source=args.taskset)
     results = validate_tasks(tasks, backend=args.sandbox, workers=args.workers, runs=args.runs)
     bad = sum(not r.valid for r in results)
     flaky = sum(bool(r.flaky) for r in results)
@@ -149,6 +140,7 @@ def _eval(args: argparse.Namespace) -> int:
     from agents import AGENTS, make_agent
     from agents.evaluate import LLM_AGENTS, cli_llm_eval
     from deepgym_envs.evaluation import evaluate, select_tasks
+    from deepgym_envs.tasks import load_tasks
 
     if args.agent in LLM_AGENTS:
         if args.task_ids or args.json:  # agents.evaluate selects and prints its own tasks
@@ -157,7 +149,7 @@ def _eval(args: argparse.Namespace) -> int:
         return cli_llm_eval(args)
     if args.agent not in AGENTS:  # make_agent's ValueError would surface as a traceback from a worker
         raise DeepgymError(f"unknown agent {args.agent!r}; choose one of {', '.join(AGENTS + LLM_AGENTS)}")
-    tasks = select_tasks(_load(args.tasks), args.task_ids or (), args.limit, source=args.tasks)
+    tasks = select_tasks(load_tasks(args.tasks), args.task_ids or (), args.limit, source=args.tasks)
     result = evaluate(args.agent, lambda task: make_agent(args.agent, task), tasks, task_set=str(args.tasks),
                       backend=args.sandbox, max_steps=args.max_steps, concurrency=args.concurrency)
     if args.out:
