@@ -71,8 +71,10 @@ def _from_text(text: str) -> ToolCall:
     try:
         data = json.loads(blocks[0])
     except json.JSONDecodeError as exc:
-        raise ToolError(f"the <tool_call> block is not valid JSON: {exc.msg} at line {exc.lineno} "
-                        f"column {exc.colno}") from None
+        raise ToolError(f"the <tool_call> block is not valid JSON: {exc.msg.removesuffix(' at')} at line "
+                        f"{exc.lineno} column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of 4300+ digits; nesting past the stack
+        raise ToolError(f"the <tool_call> block cannot be read: {_reason(exc)}") from None
     call = _from_dict(data)
     return ToolCall(call.name, call.arguments, call.id, len(blocks) - 1)
 
@@ -91,7 +93,9 @@ def _from_dict(data: Any) -> ToolCall:
         try:
             args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ToolError(f"arguments of {name!r} are not valid JSON: {exc.msg}") from None
+            raise ToolError(f"arguments of {name!r} are not valid JSON: {exc.msg.removesuffix(' at')}") from None
+        except (ValueError, RecursionError) as exc:
+            raise ToolError(f"arguments of {name!r} cannot be read: {_reason(exc)}") from None
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -137,3 +141,7 @@ def _check_type(tool: str, key: str, value: Any, prop: dict[str, Any]) -> Any:
         if not all(isinstance(v, str) for v in value):
             raise ToolError(f"{tool}: argument {key!r} must be a list of strings")
     return value
+
+
+def _reason(exc: BaseException) -> str:
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]

@@ -11,7 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 from _fixtures import NOT_A_FIX, TASK_ID, needs_namespace, task_row, tool, write_task_file
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import deepgym_envs
@@ -56,15 +56,9 @@ VALUE = st.recursive(st.one_of(TEXT, st.integers(), st.floats(), st.booleans(), 
                      lambda inner: st.one_of(st.lists(inner, max_size=3),
                                              st.dictionaries(st.text(max_size=5), inner, max_size=3)),
                      max_leaves=6)
-# Three shapes still escape step() as exceptions: a path component over 255 bytes for view, JSON
-# nested deeper than the recursion limit (1000) less the caller's stack depth (a few hundred under
-# pytest), a JSON integer of 4300+ digits. Each has its own test below (xfail until fixed);
-# the property test keeps to the rest.
-
-
-def _long_component(value: object) -> bool:
-    return isinstance(value, str) and any(len(part.encode("utf-8", "surrogatepass")) > 255
-                                          for part in value.split("/"))
+# Three shapes escaped step() as exceptions until they had their own tests below: a path component
+# over 255 bytes for view, JSON nested deeper than the recursion limit (1000) less the caller's stack
+# depth, a JSON integer of 4300+ digits.
 
 
 @st.composite
@@ -73,7 +67,6 @@ def tool_calls(draw: st.DrawFn) -> str:
     params = list(SCHEMAS.get(name, SCHEMAS["bash"])["function"]["parameters"]["properties"])
     arguments = draw(st.dictionaries(st.one_of(st.sampled_from(params or ["x"]), st.text(max_size=5)), VALUE,
                                      max_size=4))
-    assume(not (name == "view" and _long_component(arguments.get("path"))))  # a known hole
     body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=draw(st.booleans()))
     return draw(st.sampled_from(["<tool_call>{}</tool_call>", "{}", "text before <tool_call>{}",
                                  "<tool_call>{}</tool_call><tool_call>{{}}</tool_call>"])).format(body)
@@ -149,16 +142,10 @@ def test_no_action_of_any_size_or_shape_yields_no_verdict(tmp_path, monkeypatch)
 
 @needs_namespace
 @pytest.mark.parametrize("action", [
-    pytest.param(tool("view", path="x" * 256), marks=pytest.mark.xfail(
-        strict=True, raises=OSError, reason="sandbox/base.py read_file lets ENAMETOOLONG out of open_regular")),
-    pytest.param(_nested(5000), marks=pytest.mark.xfail(
-        strict=True, raises=RecursionError, reason="actions.py catches only JSONDecodeError from json.loads")),
-    pytest.param(_nested(100_000, inside=True), marks=pytest.mark.xfail(
-        strict=True, raises=RecursionError, reason="actions.py catches only JSONDecodeError from json.loads")),
-    pytest.param('<tool_call>{"name": "bash", "arguments": {"command": "true", "timeout": 1' + "0" * 5000 + "}}"
-                 "</tool_call>", marks=pytest.mark.xfail(
-        strict=True, raises=ValueError, reason="actions.py: json.loads refuses ints of 4300+ digits with a "
-                                               "ValueError that is no JSONDecodeError")),
+    tool("view", path="x" * 256),
+    _nested(5000),
+    _nested(100_000, inside=True),
+    '<tool_call>{"name": "bash", "arguments": {"command": "true", "timeout": 1' + "0" * 5000 + "}}</tool_call>",
 ], ids=["view-name-over-255", "nested-5000", "nested-100000-in-arguments", "int-of-5000-digits"])
 def test_the_known_holes_are_error_observations(tmp_path, monkeypatch, action):
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
@@ -175,9 +162,6 @@ def test_the_known_holes_are_error_observations(tmp_path, monkeypatch, action):
 # -- 2. a failed reset leaves the env usable ------------------------------------------------------
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="Gymnasium 1.4's PassiveEnvChecker marks reset checked "
-                   "before the env's reset returns; a first reset that raises leaves it holding None, and the first "
-                   "step unpacks it. Fixed by registering with disable_env_checker=True (deepgym_envs/__init__.py)")
 def test_env_made_by_gym_make_works_after_a_failed_first_reset(tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
     env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward_mode="outcome")

@@ -211,6 +211,10 @@ class HostViewSandbox:
             raise ToolError(f"{path}: no such file") from None
         except IsADirectoryError:
             raise ToolError(f"{path}: is a directory") from None
+        except OSError as exc:
+            if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR):  # what the path itself is
+                raise ToolError(f"{path}: {os.strerror(exc.errno)}") from None
+            raise
 
     def write_file(self, path: str, data: bytes) -> None:
         self._check_open()
