@@ -270,7 +270,8 @@ def _load_file(file: Path, allow_outside: bool) -> list[Task]:
             try:
                 row = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise TaskFormatError(str(file), lineno, None, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+                raise TaskFormatError(str(file), lineno, None, f"invalid JSON: {exc.msg.removesuffix(' at')} "
+                                      f"at column {exc.colno}") from None
             task = task_from_row(row, path=str(file), line=lineno)
             if task.repo_path:
                 task.repo_path = confined_repo_path(file, lineno, task.repo_path, allow_outside)
