@@ -6,11 +6,16 @@ interpreter, nor once per sandbox. A task names its environment in the ``python_
 
     "python_env": {"requirements": ["pytest==8.3.3", "attrs==24.2.0"], "pythonpath": ["src"]}
 
-* ``requirements`` — pinned packages (``pip freeze`` form). They are installed once per machine
+* ``requirements`` — pinned packages, ``name[extras]==version`` with an optional environment
+  marker and nothing else (no URLs, paths or pip options: a row is untrusted input, and pip
+  would fetch and run whatever it names). They are installed once per machine
   into a virtual environment under ``$DEEPGYM_CACHE/envs/<hash>`` (built at first use, under a
   file lock, like pristine trees), which every sandbox binds **read-only** and puts first on
   ``PATH``, so ``python`` inside the sandbox, the test runner included, is that environment's.
   An empty list means deepgym's own interpreter (which then must have what the tests need).
+  Every pip step (resolving, building an sdist, installing) runs in a build sandbox
+  (:mod:`deepgym_envs.sandbox.build`) that may write only that environment's directory; the
+  host never runs the environment's interpreter nor writes through anything the build made.
 * ``pythonpath`` — directories of the repository, relative to its root, put on ``PYTHONPATH``
   inside the sandbox: the project is imported from the agent's (or the grader's) working copy,
   never from an installed copy, so a fix takes effect without reinstalling anything.
@@ -29,11 +34,17 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from deepgym_envs.errors import InfrastructureError
+
+if TYPE_CHECKING:
+    from deepgym_envs.sandbox.build import BuildSandbox
 
 #: Seconds one environment build may take (pip resolving and downloading included).
 BUILD_TIMEOUT = 900
@@ -64,6 +75,8 @@ class PythonEnv:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ValueError(f"{key!r} must be a list of strings")
             out[key] = tuple(value)
+        for line in out["requirements"]:
+            check_requirement(line)
         for path in out["pythonpath"]:
             if path.startswith("/") or ".." in path.split("/"):
                 raise ValueError(f"pythonpath entry {path!r} must be relative to the repository root")
@@ -90,14 +103,39 @@ def env_root() -> Path:
     return cache_root() / "envs"
 
 
+def check_requirement(line: str) -> Requirement:
+    """``line`` parsed, when it pins one release by name (``name[extras]==version``, an environment
+    marker allowed); ValueError naming the line otherwise.
+
+    >>> str(check_requirement("attrs==24.2.0"))
+    'attrs==24.2.0'
+    """
+    if not line or line != line.strip() or any(c in line for c in "\n\r\0\\"):
+        raise ValueError(f"requirement {line!r}: expected one line of the form name==version")
+    if line.startswith("-"):
+        raise ValueError(f"requirement {line!r}: pip options are not allowed, only name==version")
+    try:
+        req = Requirement(line)
+    except InvalidRequirement as exc:
+        raise ValueError(f"requirement {line!r}: not name==version (a path or URL is not allowed): {exc}") from None
+    if req.url:
+        raise ValueError(f"requirement {line!r}: URLs are not allowed, only a release from the index (name==version)")
+    specs = list(req.specifier)
+    if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+        raise ValueError(f"requirement {line!r}: not pinned to one release (expected name==version)")
+    return req
+
+
 def ensure_env(env: PythonEnv) -> Path | None:
     """The environment's prefix (a virtual environment), building it on first use.
 
     ``None`` when the environment is deepgym's own interpreter (no requirements). Concurrent
-    callers, in this process or others, wait on a file lock and build it once.
+    callers, in this process or others, wait on a file lock and build it once. The build runs in
+    a build sandbox; ValueError for a requirement that is not pinned (see :func:`check_requirement`).
     """
     if not env.requirements:
         return None
+    requirements = [str(check_requirement(line)) for line in env.requirements]
     dest = env_root() / env.key
     if (dest / ".complete").is_file():
         return dest
@@ -106,14 +144,21 @@ def ensure_env(env: PythonEnv) -> Path | None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (dest / ".complete").is_file():
             return dest
-        shutil.rmtree(dest, ignore_errors=True)  # a build that died half-way
+        shutil.rmtree(dest, ignore_errors=True)  # a build that died half-way (rmtree follows no link)
+        # Built under another name and renamed when complete; inside the sandbox it is at ``dest``
+        # already, since a venv's scripts name their prefix.
+        build = dest.parent / f".build-{dest.name}-{uuid.uuid4().hex[:8]}"
+        os.mkdir(build, 0o755)
         try:
-            create_venv(dest)
-            pip_install(dest, ["-r", _write_requirements(dest, env.requirements)])
-        except InfrastructureError:
-            shutil.rmtree(dest, ignore_errors=True)
-            raise
-        finish_env(dest, env)
+            from deepgym_envs.sandbox.build import BuildSandbox
+
+            with BuildSandbox(writable=[(str(build), str(dest))]) as sb:
+                make_venv(sb, str(dest))
+                pip_install(sb, str(dest), ["--prefer-binary", *requirements])
+            finish_env(build, env)
+            os.rename(build, dest)
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
     return dest
 
 
@@ -124,32 +169,82 @@ def finish_env(prefix: Path, env: PythonEnv) -> None:
     site-packages: the project is imported from ``/testbed``, but a module the agent plants there
     (an ``iniconfig.py``, say) can never shadow one the test runner imports. ``PYTHONPATH`` would
     put ``/testbed`` first and let it.
+
+    Both files are new files written through directories opened without following links: the
+    rest of the prefix was written by a build sandbox, which may have left links anywhere.
     """
     from deepgym_envs.sandbox.base import WORKDIR
 
-    site = prefix / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    site.mkdir(parents=True, exist_ok=True)
+    site = ("lib", f"python{sys.version_info.major}.{sys.version_info.minor}", "site-packages")
     lines = [os.path.normpath(os.path.join(WORKDIR, p)) for p in env.pythonpath]
-    (site / "deepgym-workspace.pth").write_text("".join(f"{line}\n" for line in lines))
-    (prefix / ".complete").write_text(json.dumps(env.to_dict(), indent=1) + "\n")
+    _write_new(prefix, (*site, "deepgym-workspace.pth"), "".join(f"{line}\n" for line in lines))
+    _write_new(prefix, (".complete",), json.dumps(env.to_dict(), indent=1) + "\n")
+
+
+def _write_new(root: Path, parts: tuple[str, ...], text: str) -> None:
+    """Write ``root/parts`` as a fresh regular file; no link on the way (or at the end) is followed."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(root, flags)
+        try:
+            for part in parts[:-1]:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                nxt = os.open(part, flags, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+            try:
+                os.unlink(parts[-1], dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                          dir_fd=fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise InfrastructureError(f"cannot write {'/'.join(parts)} in the environment at {root}: {exc} "
+                                  "(its build left something other than a directory on the way)") from None
+    with os.fdopen(out, "w") as fh:
+        fh.write(text)
 
 
 def create_venv(dest: Path) -> None:
-    """An empty virtual environment of this interpreter (no pip inside: the host's pip drives it)."""
-    _run([_base_python(), "-m", "venv", "--without-pip", str(dest)], what=f"creating a virtual environment at {dest}")
+    """An empty virtual environment of this interpreter, made on the host (it runs no package code)."""
+    _run([_base_python(), "-I", "-m", "venv", "--without-pip", str(dest)],
+         what=f"creating a virtual environment at {dest}")
 
 
-def pip_install(prefix: Path, args: list[str], *, timeout: float = BUILD_TIMEOUT) -> str:
-    """``pip install ARGS`` into the environment at ``prefix``, with the host's pip."""
-    return _run([sys.executable, "-m", "pip", "--python", str(prefix / "bin" / "python"), "install",
-                 "--no-input", "--disable-pip-version-check", "-q", *args], what="pip install", timeout=timeout)
+def make_venv(sb: "BuildSandbox", prefix: str) -> None:
+    """An empty virtual environment at ``prefix`` (a writable directory of ``sb``), made inside."""
+    _check(sb.exec([_base_python(), "-I", "-m", "venv", "--without-pip", prefix]),
+           f"creating a virtual environment at {prefix}")
 
 
-def pip_freeze(prefix: Path) -> list[str]:
-    """The environment's packages, pinned; local builds (``name @ file://``) are left out."""
-    out = _run([sys.executable, "-m", "pip", "--python", str(prefix / "bin" / "python"), "freeze",
-                "--disable-pip-version-check", "--all"], what="pip freeze")
-    return [line.strip() for line in out.splitlines()
+def pip_install(sb: "BuildSandbox", prefix: str, args: list[str], *, timeout: float = BUILD_TIMEOUT) -> None:
+    """``pip install ARGS`` into the environment at ``prefix``, inside the build sandbox ``sb``."""
+    from deepgym_envs.sandbox.build import pip_argv
+
+    _check(sb.exec(pip_argv(["install", "--no-input", "-q", *args], python=f"{prefix}/bin/python"),
+                   timeout=timeout), "pip install")
+
+
+def pip_uninstall(sb: "BuildSandbox", prefix: str, name: str) -> None:
+    """Remove ``name`` from the environment; not an error when it is not there."""
+    from deepgym_envs.sandbox.build import pip_argv
+
+    sb.exec(pip_argv(["uninstall", "-y", "-q", name], python=f"{prefix}/bin/python"), timeout=300)
+
+
+def pip_freeze(sb: "BuildSandbox", prefix: str) -> list[str]:
+    """The environment's packages, pinned; local builds (``name @ file://``) are left out. What
+    comes back was written by the packages themselves: :func:`check_requirement` it before use."""
+    from deepgym_envs.sandbox.build import pip_argv
+
+    result = sb.exec(pip_argv(["freeze", "--all"], python=f"{prefix}/bin/python"), timeout=300)
+    _check(result, "pip freeze")
+    return [line.strip() for line in result.stdout.splitlines()
             if line.strip() and not line.startswith(("#", "-e ")) and " @ " not in line
             and line.split("==")[0].lower() not in ("pip", "setuptools", "wheel")]
 
@@ -173,17 +268,18 @@ def sandbox_options(task: Any) -> dict[str, Any]:
     return sandbox_options_for(PythonEnv.from_dict(raw)) if raw else {}
 
 
-def _write_requirements(dest: Path, requirements: tuple[str, ...]) -> str:
-    path = dest / "requirements.txt"
-    path.write_text("\n".join(requirements) + "\n")
-    return str(path)
-
-
 def _base_python() -> str:
     """The interpreter behind this one: a venv made from a venv's python chains to it anyway."""
     name = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidate = os.path.join(sys.base_prefix, "bin", name)
     return candidate if os.path.exists(candidate) else sys.executable
+
+
+def _check(result: Any, what: str) -> None:
+    if result.timed_out:
+        raise InfrastructureError(f"{what} took longer than {result.duration:.0f}s")
+    if result.exit_code != 0:
+        raise InfrastructureError(f"{what} failed: {(result.stderr or result.stdout).strip()[-1500:]}")
 
 
 def _run(argv: list[str], *, what: str, timeout: float = BUILD_TIMEOUT) -> str:

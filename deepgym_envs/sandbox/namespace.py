@@ -119,14 +119,24 @@ class NamespaceSandbox(HostViewSandbox):
     support_dir = SUPPORT_DIR
 
     def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, warm_tests: bool = True,
-                 python_prefix: str | None = None, pythonpath: tuple[str, ...] | list[str] = ()) -> None:
+                 python_prefix: str | None = None, pythonpath: tuple[str, ...] | list[str] = (),
+                 network: bool = False, writable: Sequence[tuple[str, str]] = (),
+                 readonly: Sequence[str] = ()) -> None:
         """``warm_tests``: serve pytest runs from a pre-imported server (see :mod:`.warm`);
         ``python_prefix``: a task's environment (:mod:`deepgym_envs.pyenv`), bound read-only and
-        first on ``PATH``; ``pythonpath``: workspace directories put on ``PYTHONPATH``."""
+        first on ``PATH``; ``pythonpath``: workspace directories put on ``PYTHONPATH``.
+
+        For build steps (:mod:`.build`) only: ``network`` shares the host's network (pip must reach
+        its index); ``writable``: (host directory, path inside) pairs bound read-write, fresh
+        directories the caller made for the step (as root they are given to the sandbox uid);
+        ``readonly``: more host paths bound read-only at the same path."""
         require_available()
         super().__init__(pristine, limits or SandboxLimits())
         self._python_prefix = os.path.realpath(python_prefix) if python_prefix else None
         self._pythonpath = tuple(pythonpath)
+        self._network = network
+        self._rw_binds = [(os.path.realpath(host), inside) for host, inside in writable]
+        extra_ro = tuple((os.path.realpath(p), os.path.realpath(p)) for p in readonly)
         lower = str(Path(pristine).resolve())
         if any(c in lower for c in ",:\n"):
             raise SandboxUnavailable(f"pristine tree path {lower!r} has a character overlayfs cannot take")
@@ -138,16 +148,21 @@ class NamespaceSandbox(HostViewSandbox):
         self._host_lower = lower
         # Read-only binds of Python and deepgym's files: (host source, path inside). As root, the
         # holder binds each source under our directory first, since the sandbox uid may not reach it.
-        self._ro_binds = [*_python_binds(), *((self._python_prefix, self._python_prefix),) * bool(self._python_prefix)]
+        self._ro_binds = [*_python_binds(), *((self._python_prefix, self._python_prefix),) * bool(self._python_prefix),
+                          *extra_ro]
         if self._as_root:
             # What the sandbox uid cannot reach (a tree or a Python under /root) it finds staged.
             identity.give_tree(lower)
             identity.give(self._tmp, recursive=True)
+            for host, _ in self._rw_binds:
+                identity.give(host, recursive=True)
             self._lower = staging.stager().stage(lower)
             self._bind_sources = [staging.stager().stage(src) for src, _ in self._ro_binds]
+            self._rw_sources = [staging.stager().stage(host) for host, _ in self._rw_binds]
         else:
             self._lower = lower
             self._bind_sources = [src for src, _ in self._ro_binds]
+            self._rw_sources = [host for host, _ in self._rw_binds]
         self._holder: subprocess.Popen | None = None
         self._spare: subprocess.Popen | None = None  # the next reset's holder, started ahead
         self._dying: list[subprocess.Popen] = []  # killed holders not yet reaped
@@ -168,7 +183,7 @@ class NamespaceSandbox(HostViewSandbox):
         # As root the holder starts in the staging namespace as the sandbox uid: root is never
         # mapped into its user namespace.
         argv = [*(staging.stager().enter_as_sandbox_uid() if self._as_root else ()),
-                "unshare", "--user", "--map-root-user", "--mount", "--net", "--",
+                "unshare", "--user", "--map-root-user", "--mount", *(() if self._network else ("--net",)), "--",
                 "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower]
         # Not PR_SET_PDEATHSIG: that fires when the *thread* that started the holder exits,
         # and environments are often created in worker threads.
@@ -264,6 +279,8 @@ class NamespaceSandbox(HostViewSandbox):
         for src, (_, dest) in zip(self._bind_sources, self._ro_binds):
             if _covered(dest, hidden):
                 binds += ["--ro-bind", src, dest]
+        for src, (_, dest) in zip(self._rw_sources, self._rw_binds):  # last: visible even under a hidden one
+            binds += ["--bind", src, dest]
         # /tmp first: a Python installed under /tmp (a CI venv) is then bound on top of it.
         argv = [*self._enter(), "bwrap",
                 "--unshare-user", "--uid", str(identity.SANDBOX_UID), "--gid", str(identity.SANDBOX_UID),
@@ -274,7 +291,7 @@ class NamespaceSandbox(HostViewSandbox):
                 "--dev", "/dev", "--bind", f"{self._mnt}/shm", "/dev/shm", "--proc", "/proc",
                 # Nothing else is writable: the tmpfs bubblewrap builds / and /dev on is not capped.
                 "--remount-ro", "/dev", "--remount-ro", "/",
-                "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "sandbox",
+                "--unshare-all", *(("--share-net",) if self._network else ()), "--die-with-parent", "--new-session", "--hostname", "sandbox",
                 "--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             argv += ["--setenv", key, value]

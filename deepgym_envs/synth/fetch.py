@@ -1,23 +1,23 @@
 """Fetch a project to synthesise tasks from, and record exactly what was fetched.
 
-``pypi:NAME==VERSION`` downloads the source distribution with pip (``--no-binary :all:`` so it is
-the sdist, which is where projects ship their tests) and unpacks it; ``git:PATH_OR_URL[@REV]``
+``pypi:NAME==VERSION`` downloads the source distribution with pip (``--no-binary NAME`` so it is
+the sdist, which is where projects ship their tests), inside a build sandbox since pip runs the
+sdist's build backend to read its metadata, and unpacks it with the strict, capped extractor of
+:mod:`.unpack`; ``git:PATH_OR_URL[@REV]``
 clones a repository (a local path or any URL git can reach) at a revision.
 """
 
 from __future__ import annotations
 
 import hashlib
-import posixpath
+import os
 import re
-import subprocess
-import sys
-import tarfile
-import zipfile
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepgym_envs.errors import DeepgymError
+from deepgym_envs.errors import DeepgymError, SandboxUnavailable
+from deepgym_envs.synth.unpack import UnpackError, UnpackLimits, unpack
 from deepgym_envs.trees import run_git
 
 
@@ -88,55 +88,59 @@ def fetch(spec: SourceSpec, workdir: Path, *, timeout: float = 300) -> Fetched:
 
 
 def _fetch_pypi(spec: SourceSpec, workdir: Path, timeout: float) -> Fetched:
+    from deepgym_envs.sandbox.build import pip_argv, run_build
+
     download = workdir / "download"
+    download.mkdir()
     requirement = f"{spec.name}=={spec.version}" if spec.version else spec.name
+    # pip prepares an sdist's metadata by running its build backend: in a build sandbox, which
+    # may write only the download directory. Only this package must be an sdist; its build
+    # dependencies may be wheels.
+    argv = pip_argv(["download", "--no-deps", "--no-input", "--no-binary", spec.name, "-d", str(download),
+                     requirement])
     try:
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                               "--disable-pip-version-check", "-q", "-d", str(download), requirement],
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise SynthError(f"pip download of {requirement} took longer than {timeout:.0f}s") from None
-    if proc.returncode != 0:
-        raise SynthError(f"no source distribution of {requirement}: {_last_line(proc.stderr)}")
-    archives = sorted(download.iterdir())
-    if len(archives) != 1:
-        raise SynthError(f"expected one sdist of {requirement}, got {[a.name for a in archives]}")
-    archive = archives[0]
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    root = _unpack(archive, workdir / "src")
-    version = spec.version or _version_from_archive(archive.name, spec.name)
-    return Fetched(spec, root, spec.name, version, digest, archive.name)
+        result = run_build(argv, writable=[str(download)], timeout=timeout)
+    except SandboxUnavailable as exc:
+        raise SynthError(str(exc)) from None
+    if result.timed_out:
+        raise SynthError(f"pip download of {requirement} took longer than {timeout:.0f}s")
+    if result.exit_code != 0:
+        raise SynthError(f"no source distribution of {requirement}: {_last_line(result.stderr or result.stdout)}")
+    entries = sorted(os.listdir(download))
+    if len(entries) != 1:
+        raise SynthError(f"expected one sdist of {requirement}, got {entries}")
+    name = entries[0]
+    # The sandbox wrote this directory: the archive is read through a descriptor that follows no
+    # link and must be a regular file of bounded size.
+    try:
+        fd = os.open(download / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SynthError(f"{name}: cannot read the downloaded archive ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > UnpackLimits().max_bytes:
+            raise SynthError(f"{name}: not a regular file of at most {UnpackLimits().max_bytes} bytes")
+        digest = hashlib.file_digest(fh, "sha256").hexdigest() if hasattr(hashlib, "file_digest") else _sha256(fh)
+        root = _unpack(name, workdir / "src", fh)
+    version = spec.version or _version_from_archive(name, spec.name)
+    return Fetched(spec, root, spec.name, version, digest, name)
 
 
-def _unpack(archive: Path, dest: Path) -> Path:
-    dest.mkdir(parents=True, exist_ok=True)
-    if archive.name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as zf:
-            for member in zf.namelist():
-                if member.startswith("/") or ".." in member.split("/"):
-                    raise SynthError(f"{archive.name}: unsafe path {member!r} in the archive")
-            zf.extractall(dest)
-    else:
-        with tarfile.open(archive) as tf:
-            if hasattr(tarfile, "data_filter"):
-                tf.extractall(dest, filter="data")  # refuses absolute paths, links out of dest, devices
-            else:  # Python before 3.10.12 / 3.11.4: the same refusals, by hand
-                for member in tf.getmembers():
-                    _check_member(member, archive.name)
-                tf.extractall(dest)
-    entries = [p for p in dest.iterdir()]
-    return entries[0] if len(entries) == 1 and entries[0].is_dir() else dest
+def _sha256(fh) -> str:
+    h = hashlib.sha256()
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        h.update(chunk)
+    return h.hexdigest()
 
 
-def _check_member(member: tarfile.TarInfo, archive: str) -> None:
-    if member.name.startswith("/") or ".." in member.name.split("/"):
-        raise SynthError(f"{archive}: unsafe path {member.name!r} in the archive")
-    if not (member.isfile() or member.isdir() or member.issym()):
-        raise SynthError(f"{archive}: {member.name!r} is not a file, directory or symbolic link")
-    # No member name has "..", so a link whose target stays inside lexically cannot be chained out.
-    target = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
-    if member.issym() and (member.linkname.startswith("/") or target == ".." or target.startswith("../")):
-        raise SynthError(f"{archive}: link {member.name!r} points outside the archive")
+def _unpack(name: str, dest: Path, fh) -> Path:
+    """Unpack the archive strictly and within caps (:mod:`.unpack`); its single top directory."""
+    try:
+        unpack(name, dest, fileobj=fh)
+    except UnpackError as exc:
+        raise SynthError(str(exc)) from None
+    entries = list(dest.iterdir())
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink() else dest
 
 
 def _version_from_archive(filename: str, name: str) -> str:

@@ -5,9 +5,11 @@ has never seen: ``src/`` layouts and flat ones, tests in a top-level ``tests/`` 
 the package (``toolz/tests``) or as ``test_*.py`` files at the root.
 
 The environment is built once per project: the project is installed with its test extras into
-a fresh virtual environment (so pip resolves every dependency), then uninstalled again — the
+a scratch virtual environment (so pip resolves every dependency), then uninstalled again — the
 tests must import the working copy at ``/testbed``, which ``pythonpath`` points at — and what is
 left is frozen into pinned requirements that anyone can rebuild from (:mod:`deepgym_envs.pyenv`).
+All of it runs in a build sandbox (:mod:`deepgym_envs.sandbox.build`): the project's build is
+its own code.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepgym_envs.errors import InfrastructureError
+from deepgym_envs.errors import InfrastructureError, SandboxUnavailable
 from deepgym_envs.grading import TEST_DIR_NAMES, is_test_path
-from deepgym_envs.pyenv import PythonEnv, create_venv, env_root, finish_env, pip_freeze, pip_install
+from deepgym_envs.pyenv import (PythonEnv, check_requirement, ensure_env, make_venv, pip_freeze, pip_install,
+                                pip_uninstall)
+from deepgym_envs.sandbox.build import BuildSandbox
 from deepgym_envs.synth.fetch import Fetched, SynthError
 
 #: Directories that hold no library code worth mutating.
@@ -101,52 +104,53 @@ def _modules(root: Path, import_root: Path) -> list[str]:
 def build_env(fetched: Fetched, layout: Layout, *, use_host: bool = False) -> PythonEnv:
     """Install the project's dependencies (test extras included) once; return the frozen environment.
 
+    The project's own build runs its code (a build backend, ``setup.py``), so the whole of it
+    happens in a build sandbox over a copy of the project and a scratch environment, both thrown
+    away afterwards. What leaves the sandbox is text, the frozen requirements, each checked to
+    pin one release; the task environment is built from those alone (:func:`ensure_env`, in a
+    sandbox of its own), so no environment keyed by its requirements holds anything the
+    project's build wrote.
+
     ``use_host``: run the tests with deepgym's own interpreter instead (for projects without
     dependencies, or offline use); nothing is installed.
     """
     if use_host:
         return PythonEnv((), layout.pythonpath)
-    scratch = env_root() / f"build-{uuid.uuid4().hex[:12]}"
-    scratch.parent.mkdir(parents=True, exist_ok=True)
     try:
-        create_venv(scratch)
-        extras = _test_extras(fetched.root)
-        # Built from a copy: an in-tree build leaves build/lib (the unbroken package) and egg-info
-        # in the source, which would otherwise end up in every task's base state.
-        with tempfile.TemporaryDirectory(prefix="deepgym-synth-build-") as tmp:
-            build_src = Path(tmp) / fetched.root.name
-            shutil.copytree(fetched.root, build_src, symlinks=True)
+        requirements = _frozen_requirements(fetched)
+        env = PythonEnv(requirements, layout.pythonpath)
+        ensure_env(env)
+        return env
+    except (InfrastructureError, SandboxUnavailable) as exc:
+        raise SynthError(f"environment: {str(exc)[-400:]}") from None
+
+
+def _frozen_requirements(fetched: Fetched) -> tuple[str, ...]:
+    """Install the project with its test extras into a scratch environment, inside a build
+    sandbox, and return what that environment holds, pinned, the project itself left out."""
+    extras = _test_extras(fetched.root)
+    with tempfile.TemporaryDirectory(prefix="deepgym-synth-build-") as tmp:
+        # A copy: an in-tree build leaves build/lib (the unbroken package) and egg-info in the
+        # source, which would otherwise end up in every task's base state.
+        build_src = Path(tmp) / "src" / fetched.root.name
+        shutil.copytree(fetched.root, build_src, symlinks=True)
+        venv = Path(tmp) / "venv"
+        with BuildSandbox(writable=[tmp]) as sb:
+            make_venv(sb, str(venv))
             target = str(build_src) + (f"[{','.join(extras)}]" if extras else "")
-            args = [target, *_test_requirement_args(fetched.root)]
             try:
-                pip_install(scratch, args)
+                pip_install(sb, str(venv), ["--prefer-binary", target, *_test_requirement_args(build_src)])
             except InfrastructureError as exc:
                 raise SynthError(f"build failed: {str(exc)[-400:]}") from None
-        pip_install(scratch, ["pytest"])  # a no-op when the extras already brought one
-        _uninstall(scratch, fetched.name)
-        requirements = tuple(pip_freeze(scratch))
-        env = PythonEnv(requirements, layout.pythonpath)
-        dest = env_root() / env.key
-        if (dest / ".complete").is_file():
-            return env  # built before, by an earlier run: keep that one
-        shutil.rmtree(dest, ignore_errors=True)
-        # A venv finds itself from the path its interpreter is started by, so a rename is safe.
-        os.rename(scratch, dest)
-        finish_env(dest, env)
-        return env
-    except InfrastructureError as exc:
-        raise SynthError(f"environment: {str(exc)[-400:]}") from None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _uninstall(prefix: Path, name: str) -> None:
-    import subprocess
-    import sys
-
-    # Not an error when it is not there (a project whose metadata names it differently).
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(prefix / "bin" / "python"), "uninstall", "-y",
-                    "-q", "--disable-pip-version-check", name], capture_output=True, text=True, timeout=300)
+            pip_install(sb, str(venv), ["--prefer-binary", "pytest"])  # a no-op when the extras brought one
+            pip_uninstall(sb, str(venv), fetched.name)
+            frozen = pip_freeze(sb, str(venv))
+    for line in frozen:  # written by the installed packages' metadata: untrusted text
+        try:
+            check_requirement(line)
+        except ValueError as exc:
+            raise SynthError(f"environment: pip freeze gave {exc}") from None
+    return tuple(frozen)
 
 
 def _pyproject(root: Path) -> dict:

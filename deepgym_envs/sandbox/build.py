@@ -1,0 +1,195 @@
+"""Build steps for untrusted code (pip downloading, building, installing) run here, never on the host.
+
+Installing a package runs its code: an sdist's build backend prepares metadata and builds the
+wheel, and every ``.pth`` file an installed wheel ships runs whenever the environment's interpreter
+starts. Packages and repositories come from strangers (PyPI, git, task rows), so each such step
+runs in a :class:`~deepgym_envs.sandbox.namespace.NamespaceSandbox` with the hardening every
+sandbox has (uid 1000 in a user namespace, no capabilities, the seccomp filter, the system
+read-only, the package, task files and caches hidden, a private size-capped ``/tmp``) and exactly
+what a build needs besides:
+
+* the host's network, so pip reaches its index (the one thing a task sandbox never gets);
+* the directories the step names, writable, each bound at the path the step uses (a venv
+  hard-codes its prefix in its scripts), and nothing else writable;
+* read-only: the pip configuration's local inputs (a ``file://`` index, ``--find-links``
+  directories, constraint files) and the user's pip configuration files.
+
+Nothing falls back to the host: without the namespace backend a build is refused, naming why.
+
+>>> from deepgym_envs.sandbox.build import pip_argv
+>>> pip_argv(["install", "attrs==24.2.0"])[-2:]
+['install', 'attrs==24.2.0']
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from deepgym_envs.errors import SandboxUnavailable
+from deepgym_envs.sandbox import namespace
+from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, remove_tree
+
+#: Limits of one build step: pip resolving, downloading and compiling takes longer and needs more
+#: room than a test run; ``/tmp`` (where pip unpacks and builds) is on the capped tmpfs.
+BUILD_LIMITS = SandboxLimits(timeout=900.0, output_bytes=1 << 20, memory_bytes=8 << 30, max_processes=512,
+                             disk_bytes=4 << 30)
+#: pip options whose values may name local files or directories the build must read.
+_PATH_OPTIONS = ("index-url", "extra-index-url", "find-links", "constraint")
+
+
+def require_build_sandbox() -> None:
+    """Raise :class:`SandboxUnavailable` when build steps cannot be confined on this machine."""
+    ok, why = namespace.available()
+    if not ok:
+        raise SandboxUnavailable(
+            f"building untrusted packages needs the namespace sandbox, which cannot run here: {why}. "
+            "Nothing was built: deepgym never runs a package's build or install on the host.")
+
+
+class BuildSandbox:
+    """One build's sandbox: run several steps (``exec``) over the same writable directories.
+
+    ``writable``: host directories (made by the caller, fresh) the steps may write, each bound at
+    the same path inside, or ``(host, inside)`` pairs where a directory is built at one path and
+    renamed to another afterwards. ``readonly``: host paths the steps may read (the pip
+    configuration's local inputs are added by themselves). ``network``: share the host's network.
+
+    >>> with BuildSandbox(writable=[str(download)]) as sb:          # doctest: +SKIP
+    ...     sb.exec(pip_argv(["download", "--no-deps", "-d", str(download), "attrs==24.2.0"]))
+    """
+
+    def __init__(self, *, writable: Sequence[str | tuple[str, str]] = (), readonly: Sequence[str] = (),
+                 network: bool = True, limits: SandboxLimits | None = None) -> None:
+        require_build_sandbox()
+        pairs = [(w, w) if isinstance(w, str) else w for w in writable]
+        for host, inside in pairs:
+            if not os.path.isabs(inside) or not os.path.isdir(host) or os.path.islink(host):
+                raise ValueError(f"writable {host!r} -> {inside!r}: must be an existing directory and an absolute path")
+        settings = pip_settings()
+        self.env = settings.env
+        # The workspace is an empty tree: a build works in the directories it names, not in /testbed.
+        self._empty = tempfile.mkdtemp(prefix="deepgym-build-")
+        os.mkdir(os.path.join(self._empty, ".git"))  # identity.give_tree marks trees it gave there
+        try:
+            self._sb = namespace.NamespaceSandbox(
+                Path(self._empty), limits or BUILD_LIMITS, warm_tests=False, network=network,
+                writable=pairs, readonly=[*readonly, *settings.inputs])
+        except BaseException:
+            remove_tree(self._empty)
+            raise
+
+    def exec(self, argv: list[str], *, timeout: float | None = None, cwd: str = "/tmp",
+             env: dict[str, str] | None = None) -> ExecResult:
+        """Run ``argv`` inside; the pip configuration comes with the environment."""
+        return self._sb.exec(argv, timeout, env={**self.env, **(env or {})}, cwd=cwd)
+
+    def close(self) -> None:
+        self._sb.close()
+        remove_tree(self._empty)
+
+    def __enter__(self) -> "BuildSandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_build(argv: list[str], *, writable: Sequence[str | tuple[str, str]] = (), readonly: Sequence[str] = (),
+              network: bool = True, timeout: float | None = None) -> ExecResult:
+    """One build step in a sandbox of its own (see :class:`BuildSandbox`)."""
+    with BuildSandbox(writable=writable, readonly=readonly, network=network) as sb:
+        return sb.exec(argv, timeout=timeout)
+
+
+def pip_argv(args: list[str], *, python: str | None = None) -> list[str]:
+    """The argv of ``pip ARGS`` inside a build sandbox: this interpreter's pip, driving ``python``
+    (an environment's interpreter, which then runs pip, inside) when given."""
+    target = ["--python", python] if python else []
+    return [sys.executable, "-m", "pip", *target, *args]
+
+
+@dataclass(frozen=True)
+class PipSettings:
+    """What pip inside a build sandbox needs of the host's pip configuration."""
+
+    env: dict[str, str]
+    """``PIP_*`` variables: the host's, and ``PIP_CONFIG_FILE`` for the user's file."""
+    inputs: list[str]
+    """Local directories the configuration names (a file's own directory): bound read-only."""
+
+
+def pip_settings() -> PipSettings:
+    """The host's pip configuration as a build sandbox sees it.
+
+    The system's files (``/etc/pip.conf``, ``/etc/xdg/pip``) are visible inside anyway. The user's
+    file lies in a home directory the sandbox does not see, so its directory is bound read-only
+    and named by ``PIP_CONFIG_FILE``; ``PIP_*`` variables are passed on. Read afresh per build:
+    tests and users change them between builds.
+    """
+    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") and k != "PIP_CONFIG_FILE"}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    # Nothing a build writes may persist: a cache shared between builds would let one package's
+    # build plant wheels that another build installs.
+    env["PIP_NO_CACHE_DIR"] = "1"
+    named: list[str] = []
+    config = os.environ.get("PIP_CONFIG_FILE") or _user_config_file()
+    if config and config != os.devnull and os.path.isfile(config):
+        env["PIP_CONFIG_FILE"] = os.path.realpath(config)
+        named.append(env["PIP_CONFIG_FILE"])
+    named += [p for p in map(_local_path, _path_values(env)) if p and os.path.exists(p)]
+    inputs: list[str] = []
+    for path in named:
+        # A directory, since binds are staged as directories; a file's own directory holds it.
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
+        if folder not in inputs and folder != "/":
+            inputs.append(folder)
+    return PipSettings(env, inputs)
+
+
+def _user_config_file() -> str | None:
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    for path in (os.path.join(xdg, "pip", "pip.conf"), os.path.join(home, ".pip", "pip.conf")):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _path_values(env: dict[str, str]) -> list[str]:
+    """Values of the path-naming options, from the files and variables pip will read."""
+    values: list[str] = []
+    for option in _PATH_OPTIONS:
+        values += env.get("PIP_" + option.upper().replace("-", "_"), "").split()
+    values += _configured_values()
+    return values
+
+
+def _configured_values() -> list[str]:
+    """The path-naming options of every pip configuration file, as ``pip config list`` shows them
+    (pip's own reading, run on the host: it runs no package code)."""
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                             timeout=60, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    values: list[str] = []
+    for line in out.splitlines():
+        key, sep, raw = line.partition("=")
+        if sep and key.rsplit(".", 1)[-1] in _PATH_OPTIONS:
+            values += raw.strip().strip("'\"").split()
+    return values
+
+
+def _local_path(value: str) -> str | None:
+    if value.startswith("file:"):
+        return os.path.realpath(urllib.parse.unquote(urllib.parse.urlparse(value).path))
+    if "://" not in value and os.path.isabs(value):
+        return os.path.realpath(value)
+    return None
