@@ -140,8 +140,13 @@ def _copy_out(image: str, into: Path, origin: Origin, caps: TreeCaps) -> dict[st
             stream, _ = container.get_archive(IMAGE_REPO_PATH)
         except Exception as exc:
             raise InfrastructureError(f"task {origin.instance_id}: image {image} has no {IMAGE_REPO_PATH} ({exc})") from None
-        reader = CountingReader(stream, caps.export_bytes, origin)
-        report, meta = extract_tar(reader, into, caps, origin, skip=_is_git_path, keep=_is_git_metadata)
+        try:
+            reader = CountingReader(stream, caps.export_bytes, origin)
+            report, meta = extract_tar(reader, into, caps, origin, skip=_is_git_path, keep=_is_git_metadata)
+        finally:
+            # Stopped early (a cap): the engine holds the container until its archive is read or
+            # the connection drops, so drop it before removing the container.
+            stream.close()
         report.warn(origin)
         return meta
     finally:
