@@ -29,7 +29,7 @@ from typing import Any
 from agents.llm import SamplingParams
 from agents.trajectory import Trajectory
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.evaluation import EpisodeResult, EvalResult
+from deepgym_envs.evaluation import EpisodeResult, EvalResult, select_tasks
 
 LLM_AGENTS = ("openai", "vllm", "hf")
 RESULTS_DIR = Path("leaderboard/results")
@@ -165,9 +165,7 @@ def run_llm_eval(args: argparse.Namespace) -> LLMEvalResult:
     from agents.trajectory import read_trajectories
     from deepgym_envs.tasks import load_tasks
 
-    tasks = load_tasks(args.tasks)
-    if args.limit:
-        tasks = tasks[: args.limit]
+    tasks = select_tasks(load_tasks(args.tasks), args.task_ids or (), args.limit, source=args.tasks)
     llm = make_backend(args)
     model = llm.model_name
     name = run_name(args.agent, args.model, str(args.tasks))
@@ -193,34 +191,40 @@ def run_llm_eval(args: argparse.Namespace) -> LLMEvalResult:
     result = LLMEvalResult(args.agent, str(args.tasks), env_kwargs.get("sandbox") or "namespace",
                            [episode_result(t) for t in trajs], wall, model=model, k=args.k, files=files)
     out = Path(args.out) if args.out else RESULTS_DIR / f"{name}.json"
+    result.files["results"] = str(out)  # before writing: --json prints the very document the file holds
     result.write(out)
-    result.files["results"] = str(out)
     return result
 
 
 def cli_llm_eval(args: argparse.Namespace) -> int:
-    """``deepgym eval`` for the LLM agents: run, then print a per-task table and the summary."""
+    """``deepgym eval`` for the LLM agents: run, then print a per-episode table and the summary, or
+    with ``--json`` the results document alone on stdout (notes on stderr)."""
     from rich.markup import escape
     from rich.table import Table
 
-    from deepgym_envs.progress import console
+    from deepgym_envs.progress import console, notes, print_json, print_table
 
     result = run_llm_eval(args)
-    table = Table(title=f"{args.agent} {escape(result.model)} on {args.tasks} (k={args.k})")
-    for col in ("task", "rollout", "verdict", "F2P", "P2P", "steps", "tokens", "stop", "return"):
-        table.add_column(col)
-    colors = {"resolved": "green", "unresolved": "red", "no_verdict": "yellow"}
-    for e in result.episodes:
-        f2p, p2p = e.fail_to_pass or {}, e.pass_to_pass or {}
-        table.add_row(e.task_id, str(e.rollout_index), f"[{colors.get(e.status, 'white')}]{e.status}[/]",
-                      f"{f2p.get('passed', 0)}/{f2p.get('total', 0)}", f"{p2p.get('passed', 0)}/{p2p.get('total', 0)}",
-                      str(e.steps), str(e.tokens), escape(e.stop_reason[:40]), f"{e.episode_return:.2f}")
-    console().print(table)
-    s = result.summary()
-    passk = ", ".join(f"pass@{j} {100 * v:.1f}%" for j, v in s["pass_at_k"].items())
-    console().print(f"[bold]{escape(result.model)}[/]: resolved {s['resolved']}/{s['episodes']} episodes "
-                    f"({100 * s['resolved_rate']:.1f}%), {passk}, no_verdict {s['no_verdict']}, "
-                    f"mean steps {s['mean_steps']:.1f}, {s['tokens']} tokens, wall {s['wall_time']:.0f}s")
+    note = notes(args.json)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        table = Table(title=f"{escape(args.agent)} {escape(result.model)} on {escape(str(args.tasks))} (k={args.k})")
+        for col in ("task", "rollout", "verdict", "F2P", "P2P", "steps", "tokens", "stop", "return"):
+            table.add_column(col, overflow="fold")
+        colors = {"resolved": "green", "unresolved": "red", "no_verdict": "yellow"}
+        for e in result.episodes:
+            f2p, p2p = e.fail_to_pass or {}, e.pass_to_pass or {}
+            table.add_row(escape(e.task_id), str(e.rollout_index), f"[{colors.get(e.status, 'white')}]{e.status}[/]",
+                          f"{f2p.get('passed', 0)}/{f2p.get('total', 0)}",
+                          f"{p2p.get('passed', 0)}/{p2p.get('total', 0)}", str(e.steps), str(e.tokens),
+                          escape(e.stop_reason[:40]), f"{e.episode_return:.2f}")
+        print_table(table)
+        s = result.summary()
+        passk = ", ".join(f"pass@{j} {100 * v:.1f}%" for j, v in s["pass_at_k"].items())
+        console().print(f"[bold]{escape(result.model)}[/]: resolved {s['resolved']}/{s['episodes']} episodes "
+                        f"({100 * s['resolved_rate']:.1f}%), {passk}, no_verdict {s['no_verdict']}, "
+                        f"mean steps {s['mean_steps']:.1f}, {s['tokens']} tokens, wall {s['wall_time']:.0f}s")
     for what, path in result.files.items():
-        console().print(f"{what}: {escape(path)}")
+        note.print(f"{what}: {escape(path)}", soft_wrap=True)
     return 0

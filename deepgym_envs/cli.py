@@ -6,8 +6,8 @@
     deepgym tasks stats TASKSET | split TASKSET --by repo --eval-frac 0.2 --out DIR
     deepgym batch TASK_ID --patches candidates.jsonl [--executor ray] [--out verdicts.jsonl]
     deepgym eval --agent oracle|noop [--tasks TASKSET] [--task-ids ID|GLOB,...] [--out results.json] [--json]
-    deepgym eval --agent openai|vllm|hf --model M [--base-url U] [--k N] [--concurrency C] [--max-steps S]
-    deepgym audit [TASKSET] --out audit.json [--weak-verifier]
+    deepgym eval --agent openai|vllm|hf --model M [--base-url U] [--k N] [--task-ids ID|GLOB,...] [--json]
+    deepgym audit [TASKSET] --out audit.json [--weak-verifier] [--json]
     deepgym leaderboard [--results leaderboard/results] [--out leaderboard/index.html]
     deepgym sandbox check | reap
     deepgym images build [--offline]
@@ -28,27 +28,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.progress import console
-
-
-def print_table(table: Table) -> None:
-    """Print a table without cutting a cell: piped or redirected (80 columns by default), it is as
-    wide as its cells need, so ids stay whole and greppable; on a terminal, cells fold instead."""
-    out = console()
-    if not out.is_terminal:
-        need = out.measure(table, options=out.options.update_width(1 << 16)).maximum
-        out = Console(width=max(out.width, need))
-    out.print(table)
-
-
-def print_json(data: Any) -> None:
-    """``--json``: the document alone on stdout (notes and progress go to stderr)."""
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+from deepgym_envs.progress import console, notes, print_json, print_table
 
 
 def _note(args: argparse.Namespace) -> Console:
-    """Where notes go: stdout, or stderr when stdout carries ``--json``."""
-    return Console(stderr=True) if getattr(args, "json", False) else console()
+    return notes(getattr(args, "json", False))
 
 
 def _tasks_list(args: argparse.Namespace) -> int:
@@ -113,8 +97,6 @@ def _validation_row(r: Any, t: Any) -> dict[str, Any]:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    import json
-
     from deepgym_envs.batch import read_patches, run_batch
     from deepgym_envs.tasks import find_task, load_tasks
 
@@ -143,9 +125,6 @@ def _eval(args: argparse.Namespace) -> int:
     from deepgym_envs.tasks import load_tasks
 
     if args.agent in LLM_AGENTS:
-        if args.task_ids or args.json:  # agents.evaluate selects and prints its own tasks
-            raise DeepgymError(f"--task-ids and --json work with --agent {' or '.join(AGENTS)} only, "
-                               f"not yet with {args.agent}; use --limit, or a task file of the tasks wanted")
         return cli_llm_eval(args)
     if args.agent not in AGENTS:  # make_agent's ValueError would surface as a traceback from a worker
         raise DeepgymError(f"unknown agent {args.agent!r}; choose one of {', '.join(AGENTS + LLM_AGENTS)}")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from _fixtures import NOT_A_FIX, TASK_ID, needs_namespace, task_row, tool, write_task_file
+from _chat_server import chat_server
+from _fixtures import BUGGY_LINE, FIXED_LINE, NOT_A_FIX, TASK_ID, needs_namespace, task_row, tool, write_task_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -273,6 +274,51 @@ def test_eval_json_is_the_results_document(cli, tmp_path):
     assert "results written to" in err
 
 
+@needs_namespace
+@pytest.mark.slow
+def test_audit_json_is_the_report_document(cli, tmp_path):
+    tasks = write_task_file(tmp_path / "ts", task_row(instance_id=LONG_ID))
+    out_file = tmp_path / "audit.json"
+    code, out, err = cli("audit", str(tasks), "--strategy", "empty_patch", "--no-actions", "--no-leaks",
+                         "--workers", "1", "--json", "--out", str(out_file))
+    report = json.loads(out)  # stdout holds the report alone; notes went to stderr
+    assert code == 0 and report == json.loads(out_file.read_text())
+    assert report["summary"]["attempts"] == 1 and report["attempts"][0]["task_id"] == LONG_ID
+    assert "report written to" in err
+    code, out, _ = cli("audit", "--list", "--json")
+    assert code == 0 and "empty_patch" in [s["name"] for s in json.loads(out)]
+
+
+def _scripted_endpoint(body: dict, n: int) -> tuple[int, dict, dict]:
+    """An OpenAI-compatible endpoint that makes the wordy task's fix, then submits, turn by turn (a
+    scripted model behind the real HTTP client)."""
+    turn = sum(m["role"] == "assistant" for m in body["messages"])
+    name, arguments = [("edit", {"command": "str_replace", "path": "src/wordy/core.py", "old_str": BUGGY_LINE,
+                                 "new_str": FIXED_LINE}), ("submit", {})][min(turn, 1)]
+    call = {"id": f"call{turn}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return 200, {"id": "x", "object": "chat.completion", "usage": {"completion_tokens": 5},
+                 "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}, {}
+
+
+@needs_namespace
+@pytest.mark.slow
+def test_llm_eval_takes_task_ids_and_prints_json(cli, tmp_path):
+    others = [task_row(instance_id=f"wordy__other-00{i}") for i in range(2)]
+    tasks = write_task_file(tmp_path / "ts", *others, task_row(instance_id=LONG_ID))
+    out_file = tmp_path / "llm.json"
+    with chat_server(_scripted_endpoint) as (url, requests):
+        code, out, err = cli("eval", "--agent", "openai", "--model", "scripted", "--base-url", url,
+                             "--tasks", str(tasks), "--task-ids", "wordy__parity-*", "--json", "--out", str(out_file),
+                             "--run-dir", str(tmp_path / "run"), "--concurrency", "1", "--max-steps", "4")
+    result = json.loads(out)  # stdout holds the results document alone; notes went to stderr
+    assert code == 0, err
+    assert result == json.loads(out_file.read_text()) and result["model"] == "scripted"
+    assert [(e["task_id"], e["status"]) for e in result["episodes"]] == [(LONG_ID, "resolved")]
+    assert len(requests) == 2  # the two other tasks were never run
+    assert f"results: {out_file}" in err.splitlines()
+
+
 # -- 5. eval: the no_verdict reason, the exit status, --task-ids ------------------------------------
 
 def _undecidable_task(directory: Path) -> Path:
@@ -358,6 +404,17 @@ def test_a_results_file_with_a_control_character_is_named_once(tmp_path):
         load_run(bad)
     assert "Invalid control character" in str(info.value) and " at at " not in str(info.value)
     assert not str(info.value).rstrip(")").endswith(" at")
+
+
+def test_a_task_file_with_a_control_character_is_named_once(tmp_path):
+    from deepgym_envs.errors import TaskFormatError
+    from deepgym_envs.tasks import load_tasks
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instance_id": "a\tb"}\n')
+    with pytest.raises(TaskFormatError, match="Invalid control character at column 19") as info:
+        load_tasks(bad)
+    assert " at at " not in str(info.value)
 
 
 # -- 10. pytest configuration -------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""``deepgym audit TASKSET --out audit.json``: the command-line face of the verifier audit.
+"""``deepgym audit TASKSET --out audit.json [--json]``: the command-line face of the verifier audit.
+
+``--json`` prints the report (as ``--out`` writes it) alone on stdout, notes on stderr.
 
 Exit status: 1 when any task/strategy pair was exploited or any task's answer lies around
 (the leak scan), 0 otherwise.
@@ -8,8 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from deepgym_envs.audit.core import AuditReport
 
 
 def add_audit_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -22,6 +28,8 @@ def add_audit_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    "repository (0 = all): the strategies depend on a repository's layout, not on its bug")
     p.add_argument("--strategy", action="append", help="only this strategy (repeatable); see --list")
     p.add_argument("--list", action="store_true", help="list the strategies and exit")
+    p.add_argument("--json", action="store_true", help="print the report (as --out writes it), or with --list "
+                   "the strategies, as JSON instead of tables")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="attempts in flight at once")
     p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
     p.add_argument("--no-actions", action="store_true", help="submit strategies as patches only, not also as "
@@ -71,11 +79,14 @@ def per_repo(tasks: list, n: int) -> list:
 def run_audit(args: argparse.Namespace) -> int:
     from deepgym_envs.audit.core import audit_tasks
     from deepgym_envs.audit.strategies import ALL, select
-    from deepgym_envs.progress import console
+    from deepgym_envs.progress import console, notes, print_json
     from deepgym_envs.tasks import find_task, load_tasks
 
     out = console()
     if args.list:
+        if args.json:
+            print_json([{"name": s.name, "description": s.description} for s in ALL])
+            return 0
         for s in ALL:
             out.print(f"[bold]{s.name}[/]: {escape(s.description)}")
         return 0
@@ -96,18 +107,28 @@ def run_audit(args: argparse.Namespace) -> int:
                          verifier_name="exit_code_verifier (weak)" if args.weak_verifier else None,
                          leaks=False if args.no_leaks or args.weak_verifier else None)
     report.meta.update(taskset=str(args.taskset), actions=not args.no_actions, sandbox=args.sandbox or "namespace")
-    out.print(report.table())
+    report.to_json(args.out)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        _print_report(report, leak_scan=not args.no_leaks and not args.weak_verifier)
+    notes(args.json).print(f"report written to {escape(str(args.out))}", soft_wrap=True)
+    return 1 if report.failed else 0
+
+
+def _print_report(report: AuditReport, *, leak_scan: bool) -> None:
+    from deepgym_envs.progress import console, print_table
+
+    out = console()
+    print_table(report.table())
     s = report.summary()
     for a in report.exploited:
         out.print(f"[red]EXPLOITED[/] {escape(a.task_id)} {escape(a.strategy)} ({a.mode}): {escape(a.evidence[:200])}")
     if report.leaks:
-        out.print(report.leak_table())
+        print_table(report.leak_table())
     color = "red" if report.exploitable else "green"
     out.print(f"[{color}]{s['exploited_pairs']} exploitable task/strategy pair(s)[/] of {s['pairs_tried']} tried "
               f"({s['attempts']} attempts, {s['no_verdict']} no_verdict) in {s['wall_time']:.0f}s")
-    if not args.no_leaks and not args.weak_verifier:
+    if leak_scan:
         leaky = s["tasks_leaking"]
         out.print(f"[{'red' if leaky else 'green'}]{s['leaks']} leak(s)[/] in {len(leaky)} task(s)")
-    report.to_json(args.out)
-    out.print(f"report written to {escape(str(args.out))}")
-    return 1 if report.failed else 0
