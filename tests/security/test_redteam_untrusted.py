@@ -1,0 +1,183 @@
+"""Red-team review of issue 12's fixes: inputs the issue did not list, built by an attacker who read the source.
+
+Each test builds the hostile input in ``tmp_path`` and asserts the safe behaviour. Holes still open
+are strict xfails whose reason names the hole; the rest are regression tests for attacks that fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import GOLD_PATCH, toy_row, write_toy_repo
+from deepgym_envs.errors import InfrastructureError, TaskFormatError
+from deepgym_envs.tasks import load_tasks
+from deepgym_envs.trees import cache_root, pristine_tree
+
+SECRET = "host secret no task may show the agent"
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache per test: a secret found there came from this test's input."""
+    monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
+
+
+def hub_folder(tmp_path: Path, *rows: dict) -> Path:
+    """A downloaded task folder with its own repository ``repos/calc`` and the ``rows``."""
+    folder = tmp_path / "downloads" / "evil-taskset"
+    write_toy_repo(folder / "repos" / "calc")
+    path = folder / "tasks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def secret_in_cache() -> list[str]:
+    found = []
+    for root, _, files in os.walk(cache_root()):
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.islink(path):
+                continue
+            try:
+                with open(path, "rb") as fh:
+                    if SECRET.encode() in fh.read():
+                        found.append(path)
+            except OSError:
+                pass
+    return found
+
+
+def host_repository(tmp_path: Path) -> tuple[Path, str]:
+    """A git repository of this machine holding a secret; its commit id."""
+    repo = tmp_path / "host" / "dotfiles"
+    repo.mkdir(parents=True)
+    (repo / "secret.txt").write_text(SECRET)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "keys"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    return repo, sha
+
+
+def built_or_refused(task) -> Path | None:
+    """The task's tree, or None where building it stopped with an error (refused, or broken by the input)."""
+    try:
+        return pristine_tree(task)
+    except (TaskFormatError, InfrastructureError, OSError):
+        return None
+
+
+# --- source repositories whose git directory borrows from the host -----------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="trees._source_git_dir checks .git's location, HEAD and objects/, but not "
+                   "the gitdir's 'commondir' file: a worktree-style .git directory inside the repository whose "
+                   "commondir names a host repository makes git read that repository's refs and objects, and "
+                   "base_commit='main' (a ref, never checked to be a sha) builds the host repository's commit "
+                   "as the agent's tree")
+def test_a_git_directory_whose_commondir_is_a_host_repository_is_refused(tmp_path):
+    host, _ = host_repository(tmp_path)
+    path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__commondir-1", repo_path="repos/x",
+                                        base_commit="main", gold_reverse_base=False))
+    gitdir = path.parent / "repos" / "x" / ".git"
+    (gitdir / "objects").mkdir(parents=True)
+    (gitdir / "HEAD").write_text("ref: refs/heads/main\n")
+    (gitdir / "commondir").write_text(f"{host / '.git'}\n")
+    [task] = load_tasks(path)
+    built_or_refused(task)
+    assert secret_in_cache() == []
+
+
+@pytest.mark.xfail(strict=True, reason="trees._source_git_dir reads only the first objects/info/alternates: an "
+                   "alternate inside the repository may itself borrow (git follows alternates 5 deep) from a host "
+                   "object store, so a host commit named by id becomes the agent's tree")
+def test_alternates_of_alternates_outside_the_repository_are_refused(tmp_path):
+    host, sha = host_repository(tmp_path)
+    path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__alternates-1", repo_path="repos/x",
+                                        base_commit=sha, gold_reverse_base=False))
+    repo = path.parent / "repos" / "x"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "inner" / "objects" / "info").mkdir(parents=True)
+    (repo / ".git" / "objects" / "info" / "alternates").write_text("../../inner/objects\n")
+    (repo / "inner" / "objects" / "info" / "alternates").write_text(f"{host / '.git' / 'objects'}\n")
+    [task] = load_tasks(path)
+    built_or_refused(task)
+    assert secret_in_cache() == []
+
+
+def test_a_git_file_in_a_copied_folder_never_points_host_git_elsewhere(tmp_path):
+    """No base_commit: the folder is copied. Its ``.git`` file (and nested ones) must not make the
+    project's ``git init``/``add``/``commit`` write into a host repository."""
+    host, sha = host_repository(tmp_path)
+    path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__gitfile-1", repo_path="repos/calc"))
+    repo = path.parent / "repos" / "calc"
+    (repo / ".git").write_text(f"gitdir: {host / '.git'}\n")
+    (repo / "src" / ".git").write_text(f"gitdir: {host / '.git'}\n")
+    [task] = load_tasks(path)
+    tree = pristine_tree(task)
+    assert (tree / ".git").is_dir() and not (tree / "src" / ".git").exists()
+    head = subprocess.run(["git", "-C", str(host), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert head == sha
+    assert secret_in_cache() == []
+
+
+# --- the row's gold patch, reverse-applied on the host after the copy's link checks -------------
+
+
+def _patch_deleting_link(name: str, target: str) -> str:
+    """A forward patch that deletes the link ``name -> target``: reversed, it creates it."""
+    return (f"diff --git a/{name} b/{name}\ndeleted file mode 120000\n--- a/{name}\n+++ /dev/null\n"
+            f"@@ -1 +0,0 @@\n-{target}\n\\ No newline at end of file\n")
+
+
+@pytest.mark.xfail(strict=True, reason="trees._build reverse-applies the row's patch after copy_dir's link checks, "
+                   "and git apply creates any link a patch names (mode 120000, absolute target); _erase_times then "
+                   "copies each file to '<file>.deepgym-rewrite' with shutil.copy2, which opens that name through "
+                   "the link: a row writes the repository's bytes to any host path, as the user (root)")
+def test_a_gold_patch_cannot_make_the_host_write_through_a_link(tmp_path):
+    victim = tmp_path / "host" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text("untouched\n")
+    patch = GOLD_PATCH + _patch_deleting_link("pyproject.toml.deepgym-rewrite", str(victim))
+    path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__patchlink-1", repo_path="repos/calc",
+                                        patch=patch))
+    [task] = load_tasks(path)
+    tree = built_or_refused(task)
+    assert victim.read_text() == "untouched\n"
+    if tree is not None:
+        for root, _, files in os.walk(tree):
+            for name in files:
+                link = os.path.join(root, name)
+                if os.path.islink(link):
+                    assert not os.path.isabs(os.readlink(link)), link
+
+
+@pytest.mark.xfail(strict=True, reason="the gold patch reversed on the host may create absolute links "
+                   "(untrusted_tree's rule, in-tree relative links only, is checked before the patch runs), and "
+                   "a base_commit's own links are checked out by git unfiltered: both reach the pristine tree")
+@pytest.mark.parametrize("how", ["patch", "commit"])
+def test_no_absolute_link_reaches_a_pristine_tree(tmp_path, how):
+    target = str(tmp_path / "host" / "secret.txt")
+    path = hub_folder(tmp_path)
+    repo = path.parent / "repos" / "calc"
+    row = toy_row(tmp_path, instance_id=f"evil__abslink-{how}", repo_path="repos/calc")
+    if how == "patch":
+        row["patch"] = GOLD_PATCH + _patch_deleting_link("key", target)
+    else:
+        (repo / "key").symlink_to(target)
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", "base"], check=True)
+        sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        row.update(base_commit=sha, gold_reverse_base=False)
+    path.write_text(json.dumps(row) + "\n")
+    [task] = load_tasks(path)
+    tree = built_or_refused(task)
+    assert tree is None or not os.path.lexists(tree / "key") or not os.path.isabs(os.readlink(tree / "key"))
