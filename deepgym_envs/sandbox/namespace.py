@@ -229,7 +229,9 @@ class NamespaceSandbox(HostViewSandbox):
         As root it becomes the namespace's root, that is the sandbox uid: what it writes is the
         sandbox's, and it reads nothing that uid could not. An ordinary user stays itself."""
         keep = () if self._as_root else ("--preserve-credentials",)
-        return ["nsenter", "-t", str(self._holder_pid()), "-U", "-m", "-n", *keep, "--"]
+        # A shared network is the host's own namespace, which an ordinary user may not re-enter.
+        net = () if self._network else ("-n",)
+        return ["nsenter", "-t", str(self._holder_pid()), "-U", "-m", *net, *keep, "--"]
 
     def _pristine_git_dir(self) -> str:
         return f"{self._lower}/.git"
