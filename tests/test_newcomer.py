@@ -317,6 +317,12 @@ def test_llm_eval_takes_task_ids_and_prints_json(cli, tmp_path):
     assert [(e["task_id"], e["status"]) for e in result["episodes"]] == [(LONG_ID, "resolved")]
     assert len(requests) == 2  # the two other tasks were never run
     assert f"results: {out_file}" in err.splitlines()
+    with chat_server(_scripted_endpoint) as (url, _):  # and its table, piped, keeps the id whole
+        proc = piped("eval", "--agent", "openai", "--model", "scripted", "--base-url", url, "--tasks", str(tasks),
+                     "--task-ids", LONG_ID, "--out", str(out_file), "--run-dir", str(tmp_path / "run2"),
+                     "--concurrency", "1", cwd=tmp_path, env_extra={"DEEPGYM_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    assert any(LONG_ID in line and "resolved" in line for line in proc.stdout.splitlines()), proc.stdout
 
 
 # -- 5. eval: the no_verdict reason, the exit status, --task-ids ------------------------------------
