@@ -181,3 +181,66 @@ def test_no_absolute_link_reaches_a_pristine_tree(tmp_path, how):
     [task] = load_tasks(path)
     tree = built_or_refused(task)
     assert tree is None or not os.path.lexists(tree / "key") or not os.path.isabs(os.readlink(tree / "key"))
+
+
+@pytest.mark.xfail(strict=True, reason="untrusted_tree.in_tree_target reads 'dot/.git' lexically (first part 'dot', "
+                   "not '.git') and _Links.create checks realpath before trees._init made .git, so a link through "
+                   "an in-tree 'dot -> .' into the project's own .git survives; _erase_times's shutil.copy2 onto "
+                   "'config.deepgym-rewrite' (that link, a directory) writes the folder's 'config' as .git/config, "
+                   "and the filter it defines runs on the host at 'git add'")
+def test_a_copied_folder_cannot_write_the_projects_git_config(tmp_path):
+    marker = tmp_path / "ran-on-the-host"
+    path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__gitconfig-1", repo_path="repos/calc"))
+    repo = path.parent / "repos" / "calc"
+    (repo / "dot").symlink_to(".")
+    (repo / "config.deepgym-rewrite").symlink_to("dot/.git")
+    (repo / "config").write_text(f'[core]\n\trepositoryformatversion = 0\n\tbare = false\n'
+                                 f'[filter "x"]\n\tclean = "touch {marker}; cat"\n\tsmudge = cat\n')
+    (repo / ".gitattributes").write_text("* filter=x\n")
+    [task] = load_tasks(path)
+    tree = built_or_refused(task)
+    assert not marker.exists()
+    if tree is not None:
+        for root, _, files in os.walk(tree):
+            for name in files:
+                link = os.path.join(root, name)
+                assert not (os.path.islink(link) and ".git" in os.path.realpath(link).split(os.sep)), link
+
+
+# --- someone else's trainer state: data that parses, then does not fit -------------------------
+
+
+def _saved_state(tmp_path: Path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from agents.rloo.config import TrainConfig
+    from agents.rloo.tiny import tiny_causal_lm, word_tokenizer
+    from agents.rloo.trainer import RLOOTrainer
+    from deepgym_envs.gridnav import VOCABULARY
+
+    tok = word_tokenizer(VOCABULARY)
+    trainer = RLOOTrainer(tiny_causal_lm(len(tok), seed=0, hidden=16, layers=1, heads=2), tok,
+                          TrainConfig(device="cpu", seed=0))
+    return trainer, trainer.save(tmp_path / "run" / "checkpoints" / "step-1", step=1)
+
+
+_ESCAPES = pytest.mark.xfail(strict=True, reason="agents/rloo/state.py _read_json_state catches JSONDecodeError but not "
+                             "the ValueError of a 5000-digit integer nor RecursionError, and trainer.load_state "
+                             "catches ValueError but not the OverflowError of int(inf): a traceback, not exit 2")
+
+
+@pytest.mark.parametrize("value", [pytest.param("1e400", marks=_ESCAPES), "NaN", pytest.param("-Infinity", marks=_ESCAPES),
+                                   pytest.param("1" * 5000, marks=_ESCAPES),
+                                   pytest.param("[" * 200_000 + "]" * 200_000, marks=_ESCAPES)])
+def test_a_trainer_state_with_odd_numbers_or_nesting_is_a_checkpoint_error(tmp_path, value):
+    """Infinity, NaN, a 5000-digit integer (over Python's int-from-text limit) and JSON nested past the
+    parser's stack: each is refused as a CheckpointError (exit code 2, one line), never a traceback."""
+    from agents.rloo.state import CheckpointError
+
+    trainer, saved = _saved_state(tmp_path)
+    path = saved / "trainer_state.json"
+    doc = path.read_text()
+    path.write_text(doc.replace('"steps_done": 0', f'"steps_done": {value}', 1))
+    assert value in path.read_text()
+    with pytest.raises(CheckpointError):
+        trainer.load_state(saved)
