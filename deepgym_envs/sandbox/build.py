@@ -23,6 +23,7 @@ Nothing falls back to the host: without the namespace backend a build is refused
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -167,24 +168,27 @@ def _path_values(env: dict[str, str]) -> list[str]:
     values: list[str] = []
     for option in _PATH_OPTIONS:
         values += env.get("PIP_" + option.upper().replace("-", "_"), "").split()
-    values += _configured_values()
+    # pip takes most of a second to start: asked again only when what it reads may differ.
+    key = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(("PIP_", "XDG_")) or k == "HOME"))
+    values += _configured_values(key)
     return values
 
 
-def _configured_values() -> list[str]:
+@functools.lru_cache(maxsize=8)
+def _configured_values(environment: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """The path-naming options of every pip configuration file, as ``pip config list`` shows them
     (pip's own reading, run on the host: it runs no package code)."""
     try:
         out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
                              timeout=60, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return []
+        return ()
     values: list[str] = []
     for line in out.splitlines():
         key, sep, raw = line.partition("=")
         if sep and key.rsplit(".", 1)[-1] in _PATH_OPTIONS:
             values += raw.strip().strip("'\"").split()
-    return values
+    return tuple(values)
 
 
 def _local_path(value: str) -> str | None:
