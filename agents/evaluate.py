@@ -202,7 +202,7 @@ def cli_llm_eval(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from deepgym_envs.progress import console, notes, print_json, print_table
+    from deepgym_envs.progress import console, fail_without_verdicts, notes, print_json, print_no_verdicts, print_table
 
     result = run_llm_eval(args)
     note = notes(args.json)
@@ -220,6 +220,7 @@ def cli_llm_eval(args: argparse.Namespace) -> int:
                           f"{p2p.get('passed', 0)}/{p2p.get('total', 0)}", str(e.steps), str(e.tokens),
                           escape(e.stop_reason[:40]), f"{e.episode_return:.2f}")
         print_table(table)
+        print_no_verdicts(result.episodes)
         s = result.summary()
         passk = ", ".join(f"pass@{j} {100 * v:.1f}%" for j, v in s["pass_at_k"].items())
         console().print(f"[bold]{escape(result.model)}[/]: resolved {s['resolved']}/{s['episodes']} episodes "
@@ -227,4 +228,4 @@ def cli_llm_eval(args: argparse.Namespace) -> int:
                         f"mean steps {s['mean_steps']:.1f}, {s['tokens']} tokens, wall {s['wall_time']:.0f}s")
     for what, path in result.files.items():
         note.print(f"{what}: {escape(path)}", soft_wrap=True)
-    return 0
+    return fail_without_verdicts(result.episodes, note)

@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.progress import console, notes, print_json, print_table
+from deepgym_envs.progress import console, fail_without_verdicts, notes, print_json, print_no_verdicts, print_table
 
 
 def _note(args: argparse.Namespace) -> Console:
@@ -140,11 +140,7 @@ def _eval(args: argparse.Namespace) -> int:
         _eval_report(args, result)
     if args.out:
         _note(args).print(f"results written to {escape(str(args.out))}")
-    if s["no_verdict"] == s["tasks"]:
-        _note(args).print("[red]error:[/] no episode got a verdict: the harness failed on every task (each "
-                          "episode's reason is given); the run says nothing about the agent", soft_wrap=True)
-        return 1
-    return 0
+    return fail_without_verdicts(result.episodes, _note(args))
 
 
 def _eval_report(args: argparse.Namespace, result: Any) -> None:
@@ -159,11 +155,7 @@ def _eval_report(args: argparse.Namespace, result: Any) -> None:
                       f"{f2p.get('passed', 0)}/{f2p.get('total', 0)}", f"{p2p.get('passed', 0)}/{p2p.get('total', 0)}",
                       str(e.steps), f"{e.episode_return:.2f}", f"{e.duration:.1f}")
     print_table(table)
-    for e in result.episodes:
-        if e.status == "no_verdict":
-            reason = e.reason if len(e.reason) <= 2000 else e.reason[:2000] + " [...] (all of it in --out / --json)"
-            console().print(f"[yellow]no_verdict[/] {escape(e.task_id)}: {escape(reason or 'no reason given')}",
-                            soft_wrap=True)
+    print_no_verdicts(result.episodes)
     s = result.summary()
     console().print(f"[bold]{escape(args.agent)}[/]: resolved {s['resolved']}/{s['tasks']} "
                     f"({100 * s['resolved_rate']:.0f}%), no_verdict {s['no_verdict']}, mean steps "

@@ -8,6 +8,7 @@ import sys
 from typing import Any, Callable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -34,6 +35,25 @@ def print_table(table: Table) -> None:
 def print_json(data: Any) -> None:
     """``--json``: the document alone on stdout (notes and progress go to stderr)."""
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def print_no_verdicts(episodes: Any) -> None:
+    """Why each episode without a verdict got none (long reasons cut; all of it is in the results)."""
+    for e in episodes:
+        if e.status == "no_verdict":
+            reason = e.reason if len(e.reason) <= 2000 else e.reason[:2000] + " [...] (all of it in --out / --json)"
+            console().print(f"[yellow]no_verdict[/] {escape(e.task_id)}: {escape(reason or 'no reason given')}",
+                            soft_wrap=True)
+
+
+def fail_without_verdicts(episodes: Any, note: Console) -> int:
+    """The exit status of an evaluation: 1 when no episode got a verdict (the run says nothing)."""
+    episodes = list(episodes)
+    if episodes and all(e.status == "no_verdict" for e in episodes):
+        note.print("[red]error:[/] no episode got a verdict: the harness failed on every task (each "
+                   "episode's reason is given); the run says nothing about the agent", soft_wrap=True)
+        return 1
+    return 0
 
 
 @contextlib.contextmanager

@@ -343,6 +343,17 @@ def test_eval_shows_why_an_episode_had_no_verdict_and_fails_when_none_had_one(cl
 
 
 @needs_namespace
+def test_llm_eval_shows_why_and_fails_when_no_episode_had_a_verdict(cli, tmp_path):
+    with chat_server(_scripted_endpoint) as (url, _):
+        code, out, _ = cli("eval", "--agent", "openai", "--model", "scripted", "--base-url", url,
+                           "--tasks", str(_undecidable_task(tmp_path / "ts")), "--run-dir", str(tmp_path / "run"),
+                           "--out", str(tmp_path / "llm.json"), "--concurrency", "1", "--max-steps", "4")
+    assert code == 1
+    assert f"no_verdict {TASK_ID}: " in out and "gold patch does not apply" in out
+    assert "no episode got a verdict" in out
+
+
+@needs_namespace
 def test_eval_piped_shows_a_long_id_whole(tmp_path):
     tasks = write_task_file(tmp_path / "ts", task_row(instance_id=LONG_ID))
     proc = piped("eval", "--agent", "noop", "--tasks", str(tasks), "--concurrency", "1", cwd=tmp_path,
