@@ -231,7 +231,8 @@ _ESCAPES = pytest.mark.xfail(strict=True, reason="agents/rloo/state.py _read_jso
 
 @pytest.mark.parametrize("value", [pytest.param("1e400", marks=_ESCAPES), "NaN", pytest.param("-Infinity", marks=_ESCAPES),
                                    pytest.param("1" * 5000, marks=_ESCAPES),
-                                   pytest.param("[" * 200_000 + "]" * 200_000, marks=_ESCAPES)])
+                                   pytest.param("[" * 200_000 + "]" * 200_000, marks=_ESCAPES)],
+                         ids=["1e400", "nan", "-inf", "5000-digits", "nested"])
 def test_a_trainer_state_with_odd_numbers_or_nesting_is_a_checkpoint_error(tmp_path, value):
     """Infinity, NaN, a 5000-digit integer (over Python's int-from-text limit) and JSON nested past the
     parser's stack: each is refused as a CheckpointError (exit code 2, one line), never a traceback."""
@@ -244,3 +245,74 @@ def test_a_trainer_state_with_odd_numbers_or_nesting_is_a_checkpoint_error(tmp_p
     assert value in path.read_text()
     with pytest.raises(CheckpointError):
         trainer.load_state(saved)
+
+
+# --- trees from images and folders: memory, depth ------------------------------------------------
+
+
+def _tar_of(entries: list[tuple[str, bytes]]):
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in entries:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
+
+
+@pytest.mark.xfail(strict=True, reason="untrusted_tree.extract_tar keeps every '.git/refs/...' file up to 1 MiB in "
+                   "memory, with no count or total cap and outside the tree budget (skip() is checked after keep()): "
+                   "an image's .git/refs holds as much host memory as DEEPGYM_MAX_EXPORT_BYTES (8 GiB)")
+def test_an_images_git_refs_cannot_fill_the_hosts_memory(tmp_path):
+    from deepgym_envs.untrusted_tree import Origin, TreeCaps, extract_tar
+
+    from deepgym_envs.sandbox.docker_tasks import _is_git_metadata, _is_git_path
+
+    mib = bytes(1 << 20)
+    archive = _tar_of([("testbed/.git/HEAD", b"ref: refs/heads/main\n")]
+                      + [(f"testbed/.git/refs/tags/t{i}", mib) for i in range(24)])
+    caps = TreeCaps(bytes=4 << 20, files=100, export_bytes=64 << 20, cache_bytes=0)
+    _, kept = extract_tar(archive, tmp_path / "tree", caps, Origin("row", "image", "x"),
+                          skip=_is_git_path, keep=_is_git_metadata)
+    assert sum(map(len, kept.values())) <= caps.bytes
+
+
+@pytest.mark.xfail(strict=True, reason="untrusted_tree.copy_dir walks directories by recursion and counts entries, "
+                   "not depth: a folder nested 1200 deep (2.4 KB of path, 1200 entries, far under the caps) escapes "
+                   "as RecursionError, not a TreeTooLarge naming the task")
+def test_a_deeply_nested_folder_is_a_clear_error(tmp_path):
+    from deepgym_envs.untrusted_tree import Origin, TreeCaps, copy_dir
+
+    src = tmp_path / "src"
+    os.makedirs(src / "/".join(["a"] * 1200))
+    try:
+        copy_dir(src, tmp_path / "dest", TreeCaps(), Origin("row", "repo_path", "x"))
+    except TaskFormatError:
+        pass
+
+
+@pytest.mark.xfail(strict=True, reason="untrusted_tree.in_tree_target refuses '.git/...' only as a link's lexical "
+                   "first part, and _Links.create's realpath check accepts root/.git/...: through 'dot -> .', an "
+                   "image's links into the project's own git directory (made after the copy) reach the tree")
+def test_no_link_from_an_image_leads_into_the_projects_git_directory(tmp_path):
+    import io
+    import tarfile
+
+    from deepgym_envs.untrusted_tree import Origin, TreeCaps, extract_tar
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, target in (("testbed/dot", "."), ("testbed/cfg", "dot/.git/config"), ("testbed/hooks", "dot/.git")):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    buf.seek(0)
+    tree = tmp_path / "tree"
+    extract_tar(buf, tree, TreeCaps(), Origin("row", "image", "x"))
+    (tree / ".git").mkdir()  # what trees._init then makes
+    for name in ("cfg", "hooks"):
+        assert not os.path.lexists(tree / name) or ".git" not in os.path.realpath(tree / name).split(os.sep), name
