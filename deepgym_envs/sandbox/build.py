@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,7 @@ from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, remove_tree
 BUILD_LIMITS = SandboxLimits(timeout=900.0, output_bytes=1 << 20, memory_bytes=8 << 30, max_processes=512,
                              disk_bytes=4 << 30)
 #: pip options whose values may name local files or directories the build must read.
-_PATH_OPTIONS = ("index-url", "extra-index-url", "find-links", "constraint")
+_PATH_OPTIONS = ("index-url", "extra-index-url", "find-links", "constraint", "cert")
 
 
 def require_build_sandbox() -> None:
@@ -75,16 +76,36 @@ class BuildSandbox:
                 raise ValueError(f"writable {host!r} -> {inside!r}: must be an existing directory and an absolute path")
         settings = pip_settings()
         self.env = settings.env
-        # The workspace is an empty tree: a build works in the directories it names, not in /testbed.
-        self._empty = tempfile.mkdtemp(prefix="deepgym-build-")
-        os.mkdir(os.path.join(self._empty, ".git"))  # identity.give_tree marks trees it gave there
+        self._tmp = tempfile.mkdtemp(prefix="deepgym-build-")
         try:
-            self._sb = namespace.NamespaceSandbox(
-                Path(self._empty), limits or BUILD_LIMITS, warm_tests=False, network=network,
-                writable=pairs, readonly=[*readonly, *settings.inputs])
+            # The workspace is an empty tree: a build works in the directories it names.
+            tree = os.path.join(self._tmp, "tree")
+            os.makedirs(os.path.join(tree, ".git"))  # identity.give_tree marks trees it gave there
+            inputs = [(p, p) for p in (*readonly, *settings.directories)] + self._copies(settings)
+            self._sb = namespace.NamespaceSandbox(Path(tree), limits or BUILD_LIMITS, warm_tests=False,
+                                                  network=network, writable=pairs, readonly=inputs)
         except BaseException:
-            remove_tree(self._empty)
+            remove_tree(self._tmp)
             raise
+
+    def _copies(self, settings: "PipSettings") -> list[tuple[str, str]]:
+        """Binds that show each file the configuration names, and nothing else of its directory
+        (``~/.config/pip`` must not bring the rest of a home directory into a networked sandbox):
+        a directory of copies is bound over the file's own directory."""
+        shown = [*settings.directories, *namespace._SYSTEM_DIRS]
+        folders: dict[str, str] = {}
+        for path in settings.files:
+            if namespace._covered(path, shown):
+                continue
+            parent = os.path.dirname(path)
+            if parent not in folders:
+                folders[parent] = os.path.join(self._tmp, f"input-{len(folders)}")
+                os.mkdir(folders[parent], 0o755)
+                os.chmod(folders[parent], 0o755)  # the sandbox uid lists it (umask aside)
+            copy = os.path.join(folders[parent], os.path.basename(path))
+            shutil.copyfile(path, copy)
+            os.chmod(copy, 0o444)
+        return [(host, inside) for inside, host in folders.items()]
 
     def exec(self, argv: list[str], *, timeout: float | None = None, cwd: str = "/tmp",
              env: dict[str, str] | None = None) -> ExecResult:
@@ -93,7 +114,7 @@ class BuildSandbox:
 
     def close(self) -> None:
         self._sb.close()
-        remove_tree(self._empty)
+        remove_tree(self._tmp)
 
     def __enter__(self) -> "BuildSandbox":
         return self
@@ -122,17 +143,19 @@ class PipSettings:
 
     env: dict[str, str]
     """``PIP_*`` variables: the host's, and ``PIP_CONFIG_FILE`` for the user's file."""
-    inputs: list[str]
-    """Local directories the configuration names (a file's own directory): bound read-only."""
+    directories: list[str]
+    """Local directories the configuration names (a ``file://`` index, ``--find-links``)."""
+    files: list[str]
+    """Local files it names (the configuration file, constraint files, a CA bundle)."""
 
 
 def pip_settings() -> PipSettings:
     """The host's pip configuration as a build sandbox sees it.
 
     The system's files (``/etc/pip.conf``, ``/etc/xdg/pip``) are visible inside anyway. The user's
-    file lies in a home directory the sandbox does not see, so its directory is bound read-only
-    and named by ``PIP_CONFIG_FILE``; ``PIP_*`` variables are passed on. Read afresh per build:
-    tests and users change them between builds.
+    file lies in a home directory the sandbox does not see: it is shown on its own and named by
+    ``PIP_CONFIG_FILE``; ``PIP_*`` variables are passed on. Read afresh per build: tests and users
+    change them between builds.
     """
     env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") and k != "PIP_CONFIG_FILE"}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
@@ -145,13 +168,9 @@ def pip_settings() -> PipSettings:
         env["PIP_CONFIG_FILE"] = os.path.realpath(config)
         named.append(env["PIP_CONFIG_FILE"])
     named += [p for p in map(_local_path, _path_values(env)) if p and os.path.exists(p)]
-    inputs: list[str] = []
-    for path in named:
-        # A directory, since binds are staged as directories; a file's own directory holds it.
-        folder = path if os.path.isdir(path) else os.path.dirname(path)
-        if folder not in inputs and folder != "/":
-            inputs.append(folder)
-    return PipSettings(env, inputs)
+    directories = list(dict.fromkeys(p for p in named if os.path.isdir(p) and p != "/"))
+    files = list(dict.fromkeys(p for p in named if os.path.isfile(p)))
+    return PipSettings(env, directories, files)
 
 
 def _user_config_file() -> str | None:

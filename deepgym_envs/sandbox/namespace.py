@@ -121,7 +121,7 @@ class NamespaceSandbox(HostViewSandbox):
     def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, warm_tests: bool = True,
                  python_prefix: str | None = None, pythonpath: tuple[str, ...] | list[str] = (),
                  network: bool = False, writable: Sequence[tuple[str, str]] = (),
-                 readonly: Sequence[str] = ()) -> None:
+                 readonly: Sequence[str | tuple[str, str]] = ()) -> None:
         """``warm_tests``: serve pytest runs from a pre-imported server (see :mod:`.warm`);
         ``python_prefix``: a task's environment (:mod:`deepgym_envs.pyenv`), bound read-only and
         first on ``PATH``; ``pythonpath``: workspace directories put on ``PYTHONPATH``.
@@ -129,14 +129,15 @@ class NamespaceSandbox(HostViewSandbox):
         For build steps (:mod:`.build`) only: ``network`` shares the host's network (pip must reach
         its index); ``writable``: (host directory, path inside) pairs bound read-write, fresh
         directories the caller made for the step (as root they are given to the sandbox uid);
-        ``readonly``: more host paths bound read-only at the same path."""
+        ``readonly``: more host directories bound read-only, at the same path or as (host, inside)."""
         require_available()
         super().__init__(pristine, limits or SandboxLimits())
         self._python_prefix = os.path.realpath(python_prefix) if python_prefix else None
         self._pythonpath = tuple(pythonpath)
         self._network = network
         self._rw_binds = [(os.path.realpath(host), inside) for host, inside in writable]
-        extra_ro = tuple((os.path.realpath(p), os.path.realpath(p)) for p in readonly)
+        extra_ro = tuple((os.path.realpath(p), p) if isinstance(p, str) else (os.path.realpath(p[0]), p[1])
+                         for p in readonly)
         lower = str(Path(pristine).resolve())
         if any(c in lower for c in ",:\n"):
             raise SandboxUnavailable(f"pristine tree path {lower!r} has a character overlayfs cannot take")
