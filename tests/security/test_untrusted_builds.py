@@ -369,3 +369,44 @@ def test_a_pth_file_of_an_installed_wheel_never_runs_on_the_host(tmp_path, attac
     env = build_env(fetched, read_layout(fetched.root))
     assert sorted(env.requirements) == ["evilpth==1.0", "pytest==99.0"]
     assert not marker.exists()
+
+
+# -- the build sandbox itself ----------------------------------------------------------------------
+
+@requires_namespace
+def test_a_build_step_writes_only_its_directories_and_sees_only_the_named_pip_files(tmp_path, monkeypatch):
+    from deepgym_envs.sandbox.build import run_build
+
+    out = tmp_path / "out"
+    out.mkdir()
+    conf = tmp_path / "home" / "pip"
+    conf.mkdir(parents=True)
+    (conf / "pip.conf").write_text("[global]\nno-index = true\n")
+    (conf / "id_rsa").write_text(SECRET_TEXT)  # beside the configuration file, not named by it
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf / "pip.conf"))
+    script = (f"id -u; cat {conf}/pip.conf; cat {conf}/id_rsa; echo built > {out}/ok; "
+              f"touch {tmp_path}/host-marker /usr/marker; ls {tmp_path}")
+    result = run_build(["sh", "-c", script], network=False)
+    assert result.stdout.splitlines()[:3] == ["1000", "[global]", "no-index = true"], result.output
+    assert SECRET_TEXT not in result.output
+    assert not (out / "ok").exists()  # not named writable
+    result = run_build(["sh", "-c", script], writable=[str(out)], network=False)
+    assert (out / "ok").read_text() == "built\n"
+    assert not (tmp_path / "host-marker").exists() and not os.path.exists("/usr/marker")
+    assert SECRET_TEXT not in result.output
+
+
+def test_without_the_namespace_backend_a_build_is_refused_not_run_on_the_host(tmp_path, monkeypatch, attack):
+    from deepgym_envs.sandbox import namespace
+    from deepgym_envs.sandbox.build import run_build
+    from deepgym_envs.errors import SandboxUnavailable
+
+    marker, _ = attack
+    monkeypatch.setattr(namespace, "available", lambda: (False, "missing bwrap"))
+    with pytest.raises(SandboxUnavailable, match="missing bwrap.*never runs a package's build .* on the host"):
+        run_build(["touch", str(marker)])
+    with pytest.raises(SandboxUnavailable):
+        ensure_env(PythonEnv(("deepgym-never-built==0.0.1",)))
+    with pytest.raises(SynthError, match="namespace sandbox"):
+        fetch(SourceSpec.parse("pypi:attrs==24.2.0"), tmp_path / "work")
+    assert not marker.exists()
