@@ -316,3 +316,25 @@ def test_no_link_from_an_image_leads_into_the_projects_git_directory(tmp_path):
     (tree / ".git").mkdir()  # what trees._init then makes
     for name in ("cfg", "hooks"):
         assert not os.path.lexists(tree / name) or ".git" not in os.path.realpath(tree / name).split(os.sep), name
+
+
+@pytest.mark.xfail(strict=True, reason="trees._build_from_commit runs rev-parse and upload-pack in the source's own "
+                   "git directory, whose config is read: a partial clone's promisor remote "
+                   "(extensions.partialClone, remote.x.uploadpack) is run by git's lazy fetch of a missing "
+                   "base_commit, as the user, on the host (git_env sets neither GIT_NO_LAZY_FETCH, which git "
+                   "2.39 lacks anyway, nor anything that disables the remote)")
+def test_a_source_repositorys_promisor_remote_never_runs_on_the_host(tmp_path):
+    marker = tmp_path / "ran-on-the-host"
+    path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__promisor-1", repo_path="repos/x",
+                                        base_commit="1" * 40, gold_reverse_base=False))
+    repo = path.parent / "repos" / "x"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    for key, value in (("core.repositoryformatversion", "1"), ("extensions.partialClone", "evil"),
+                       ("remote.evil.url", str(repo)), ("remote.evil.promisor", "true"),
+                       ("remote.evil.uploadpack", f"touch {marker}; false")):
+        subprocess.run([*git, "config", key, value], check=True)
+    [task] = load_tasks(path)
+    built_or_refused(task)
+    assert not marker.exists()
