@@ -44,7 +44,8 @@ class Task:
     created_at: str = ""
     # deepgym fields
     repo_path: str = ""
-    """A local repository (directory), relative to the task file, used instead of cloning ``repo``."""
+    """A local repository (directory), relative to the task file and inside its folder (see
+    :func:`load_tasks`), used instead of cloning ``repo``."""
     gold_reverse_base: bool = False
     """The base state is ``repo_path`` with the gold patch reverse-applied (a synthesised bug)."""
     image: str = ""
