@@ -338,3 +338,54 @@ def test_a_source_repositorys_promisor_remote_never_runs_on_the_host(tmp_path):
     [task] = load_tasks(path)
     built_or_refused(task)
     assert not marker.exists()
+
+
+# --- rows' paths: odd spellings -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["~/.ssh", "~root", "file:///etc", "C:\\Windows\\..\\..\\..", "..\\..\\host",
+                                   "repos/calc/../../../host", "repos/calc/\u2025/\u2025/host", "//host",
+                                   pytest.param("repos/calc\u0000/../../host", marks=pytest.mark.xfail(
+                                       strict=True, reason="tasks.confined_repo_path: os.path.realpath raises "
+                                       "ValueError on a NUL byte, which escapes load_tasks as a traceback, not a "
+                                       "TaskFormatError naming the row")),
+                                   "repos/calc/" + "x/" * 3000],
+                         ids=["tilde", "tilde-user", "file-url", "windows", "backslashes", "dotdot", "two-dot-leader",
+                              "double-slash", "nul", "long"])
+def test_odd_repo_path_spellings_stay_in_the_task_folder(tmp_path, value):
+    """Each spelling either names a folder inside the task file's folder (where nothing is) or is
+    refused as a TaskFormatError naming the field; none reaches the host folder beside it."""
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "secret.txt").write_text(SECRET)
+    path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__odd-1", repo_path=value))
+    try:
+        [task] = load_tasks(path)
+    except TaskFormatError as exc:
+        assert exc.field == "repo_path"
+        return
+    assert Path(task.repo_path).is_relative_to(os.path.realpath(path.parent))
+    built_or_refused(task)
+    assert secret_in_cache() == []
+
+
+def test_a_dataset_row_cannot_smuggle_a_path_in_extra_or_source(tmp_path):
+    """Unknown fields (``extra``, ``source``, a ``repo`` that looks like a path) are kept as data, never
+    read as the repository; a split written from such rows still names no host path."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from deepgym_envs.taskset import split_by_repo, write_split
+
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret.txt").write_text(SECRET)
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    rows = [{**toy_row(host, instance_id=f"evil__smuggle-{i}", repo_path=""), "repo": f"{host}/{i}",
+             "extra": json.dumps({"repo_path": str(host)}), "source": str(host)} for i in range(2)]
+    pq.write_table(pa.Table.from_pylist(rows), dataset / "test-00000-of-00001.parquet")
+    tasks = load_tasks(dataset)
+    assert all(not t.repo_path for t in tasks)
+    out = tmp_path / "split"
+    for file in write_split(split_by_repo(tasks, eval_frac=0.5, seed=0), out):
+        for task in load_tasks(file):
+            assert not task.repo_path
