@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,8 +91,8 @@ def fetch(spec: SourceSpec, workdir: Path, *, timeout: float = 300) -> Fetched:
 def _fetch_pypi(spec: SourceSpec, workdir: Path, timeout: float) -> Fetched:
     from deepgym_envs.sandbox.build import pip_argv, run_build
 
-    download = workdir / "download"
-    download.mkdir()
+    # A fresh directory each time: as root, the sandbox reaches it through a bind made once per path.
+    download = Path(tempfile.mkdtemp(prefix="download-", dir=workdir))
     requirement = f"{spec.name}=={spec.version}" if spec.version else spec.name
     # pip prepares an sdist's metadata by running its build backend: in a build sandbox, which
     # may write only the download directory. Only this package must be an sdist; its build

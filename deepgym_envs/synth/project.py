@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ _SKIP_DIRS = {"docs", "doc", "examples", "example", "benchmarks", "bench", "buil
 _SKIP_FILES = {"setup.py", "conftest.py", "noxfile.py", "fabfile.py", "tasks.py", "conf.py", "_version.py",
                "version.py", "__main__.py", "__about__.py"}
 _TEST_EXTRAS = ("test", "tests", "testing")
+_META_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -163,17 +165,32 @@ def _pyproject(root: Path) -> dict:
         except ImportError:
             return {}
     try:
-        return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):  # TOMLDecodeError is a ValueError
+        return tomllib.loads(_read_meta(root / "pyproject.toml") or "")
+    except ValueError:  # TOMLDecodeError is a ValueError
         return {}
+
+
+def _read_meta(path: Path) -> str | None:
+    """A metadata file of the project, or None: the project is untrusted, so no link is followed
+    (``setup.cfg -> /dev/zero`` or ``-> /etc/shadow``), only a regular file of bounded size is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _META_BYTES:
+            return None
+        return fh.read(_META_BYTES).decode("utf-8", errors="replace")
 
 
 def _test_extras(root: Path) -> list[str]:
     """Extras named test/tests/testing, from pyproject.toml, setup.cfg or PKG-INFO."""
     found: set[str] = set((_pyproject(root).get("project") or {}).get("optional-dependencies") or {})
     for meta in (root / "PKG-INFO", root / "setup.cfg"):
-        if meta.is_file():
-            for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+        text = _read_meta(meta)
+        if text is not None:
+            for line in text.splitlines():
                 if line.startswith("Provides-Extra:"):
                     found.add(line.split(":", 1)[1].strip())
                 elif "=" in line and line.strip().split("=")[0].strip() in _TEST_EXTRAS:
@@ -187,8 +204,8 @@ def _test_requirement_args(root: Path) -> list[str]:
     candidates = [*root.glob("*requirements*.txt"), *root.glob("requirements/*.txt")]
     for path in sorted(set(candidates)):
         name = path.name.lower()
-        if "test" in name and path.is_file():
-            text = path.read_text(encoding="utf-8", errors="replace")
+        text = _read_meta(path) if "test" in name else None
+        if text is not None:
             if "-e " not in text and "git+" not in text:
                 args += ["-r", str(path)]
     groups = _pyproject(root).get("dependency-groups") or {}  # PEP 735 (pip reads them only from 25.1)

@@ -410,3 +410,14 @@ def test_without_the_namespace_backend_a_build_is_refused_not_run_on_the_host(tm
     with pytest.raises(SynthError, match="namespace sandbox"):
         fetch(SourceSpec.parse("pypi:attrs==24.2.0"), tmp_path / "work")
     assert not marker.exists()
+
+
+def test_the_projects_metadata_files_are_read_without_following_links_or_blocking(tmp_path):
+    from deepgym_envs.synth.project import _test_extras, _test_requirement_args
+
+    root = _write(tmp_path / "proj", {"tests/test_x.py": "", "PKG-INFO": "Provides-Extra: testing\n"})
+    os.mkfifo(root / "pyproject.toml")  # opening it to read would wait for a writer forever
+    (root / "setup.cfg").symlink_to("/dev/zero")  # reading it would never end
+    (root / "requirements-test.txt").symlink_to(tmp_path / "secret.txt")
+    assert _test_extras(root) == ["testing"]
+    assert _test_requirement_args(root) == []
