@@ -294,7 +294,8 @@ class NamespaceSandbox(HostViewSandbox):
                 "--dev", "/dev", "--bind", f"{self._mnt}/shm", "/dev/shm", "--proc", "/proc",
                 # Nothing else is writable: the tmpfs bubblewrap builds / and /dev on is not capped.
                 "--remount-ro", "/dev", "--remount-ro", "/",
-                "--unshare-all", *(("--share-net",) if self._network else ()), "--die-with-parent", "--new-session", "--hostname", "sandbox",
+                "--unshare-all", *(("--share-net",) if self._network else ()),
+                "--die-with-parent", "--new-session", "--hostname", "sandbox",
                 "--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             argv += ["--setenv", key, value]
