@@ -456,3 +456,56 @@ def test_a_fifo_in_a_run_folder_does_not_hang_resume(tmp_path):
         subprocess.run([sys.executable, "-c", code], timeout=30, check=False, cwd=Path(__file__).parents[2])
     except subprocess.TimeoutExpired:
         pytest.fail("read_state blocked on a FIFO")
+
+
+# --- synthesis from a local git source ----------------------------------------------------------
+
+
+def test_synth_clone_of_a_local_partial_clone_never_runs_its_promisor_remote(tmp_path):
+    """A ref to a missing object in a partial clone would make git lazily fetch it through the
+    repository's own promisor remote, whose uploadpack is any command."""
+    from deepgym_envs.synth.fetch import SourceSpec, SynthError, fetch
+
+    marker = tmp_path / "ran-on-the-host"
+    repo = tmp_path / "downloads" / "evilpkg"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "evilpkg.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    for key, value in (("core.repositoryformatversion", "1"), ("extensions.partialClone", "evil"),
+                       ("remote.evil.url", str(repo)), ("remote.evil.promisor", "true"),
+                       ("remote.evil.uploadpack", f"touch {marker}; false")):
+        subprocess.run([*git, "config", key, value], check=True)
+    (repo / ".git" / "refs" / "tags" / "v1").write_text("1" * 40 + "\n")
+    for spec in (f"git:{repo}", f"git:{repo}@{'2' * 40}"):
+        try:
+            fetch(SourceSpec.parse(spec), tmp_path / "work" / spec[-3:])
+        except SynthError:
+            pass
+    assert not marker.exists()
+
+
+@pytest.mark.xfail(strict=True, reason="synth/fetch.py _fetch_git runs 'git clone <local path>' on the host, and a "
+                   "'.git' file (gitdir: ...), or a worktree-style .git directory whose 'commondir', names a host "
+                   "repository: the clone is that repository, its files the synthesised project the agent reads "
+                   "(trees._source_git_dir's check, incomplete as it is, is not applied here)")
+@pytest.mark.parametrize("how", ["gitfile", "commondir"])
+def test_synth_clone_of_a_local_source_never_reads_a_host_repository(tmp_path, how):
+    from deepgym_envs.synth.fetch import SourceSpec, SynthError, fetch
+
+    host, _ = host_repository(tmp_path)
+    repo = tmp_path / "downloads" / "evilpkg"
+    if how == "gitfile":
+        repo.mkdir(parents=True)
+        (repo / ".git").write_text(f"gitdir: {host / '.git'}\n")
+    else:
+        (repo / ".git" / "objects").mkdir(parents=True)
+        (repo / ".git" / "refs").mkdir()
+        (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        (repo / ".git" / "commondir").write_text(f"{host / '.git'}\n")
+    try:
+        fetched = fetch(SourceSpec.parse(f"git:{repo}"), tmp_path / "work")
+    except SynthError:
+        return
+    assert not (fetched.root / "secret.txt").exists()
