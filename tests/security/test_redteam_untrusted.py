@@ -451,11 +451,15 @@ def test_a_fifo_in_a_run_folder_does_not_hang_resume(tmp_path):
     pytest.importorskip("safetensors")
     (tmp_path / "trainer_state.json").write_text('{"format": 1, "state": {}}')
     os.mkfifo(tmp_path / "trainer_state.safetensors")
+    pytest.importorskip("agents.rloo.state")
     code = f"from agents.rloo.state import read_state\ntry:\n    read_state({str(tmp_path)!r})\nexcept Exception:\n    pass\n"
     try:
-        subprocess.run([sys.executable, "-c", code], timeout=30, check=False, cwd=Path(__file__).parents[2])
+        # The child imports what this process imports (a checkout or an installed wheel alike).
+        done = subprocess.run([sys.executable, "-c", code], timeout=30, check=False, capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     except subprocess.TimeoutExpired:
         pytest.fail("read_state blocked on a FIFO")
+    assert done.returncode == 0, done.stderr
 
 
 # --- synthesis from a local git source ----------------------------------------------------------
