@@ -513,3 +513,27 @@ def test_synth_clone_of_a_local_source_never_reads_a_host_repository(tmp_path, h
     except SynthError:
         return
     assert not (fetched.root / "secret.txt").exists()
+
+
+@pytest.mark.parametrize("header", ["huge-length", "huge-shape", "overlapping"])
+def test_a_safetensors_header_bomb_is_a_checkpoint_error(tmp_path, header):
+    """A header that claims 2**62 bytes, a tensor of 2**40 elements in a 100-byte file, or two tensors
+    sharing bytes: refused while parsing, before any allocation of that size."""
+    pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    import struct
+
+    from agents.rloo.state import CheckpointError, read_state
+
+    (tmp_path / "trainer_state.json").write_text('{"format": 1, "state": {"w": {"__tensor__": "t0"}}}')
+    if header == "huge-length":
+        blob = struct.pack("<Q", 1 << 62) + b"{}"
+    else:
+        meta = {"t0": {"dtype": "F32", "shape": [1 << 40], "data_offsets": [0, 4 << 40]}} if header == "huge-shape" \
+            else {"t0": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                  "t1": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}
+        text = json.dumps(meta).encode()
+        blob = struct.pack("<Q", len(text)) + text + bytes(16)
+    (tmp_path / "trainer_state.safetensors").write_bytes(blob)
+    with pytest.raises(CheckpointError):
+        read_state(tmp_path)
