@@ -236,6 +236,7 @@ _ESCAPES = pytest.mark.xfail(strict=True, reason="agents/rloo/state.py _read_jso
 def test_a_trainer_state_with_odd_numbers_or_nesting_is_a_checkpoint_error(tmp_path, value):
     """Infinity, NaN, a 5000-digit integer (over Python's int-from-text limit) and JSON nested past the
     parser's stack: each is refused as a CheckpointError (exit code 2, one line), never a traceback."""
+    pytest.importorskip("torch")
     from agents.rloo.state import CheckpointError
 
     trainer, saved = _saved_state(tmp_path)
