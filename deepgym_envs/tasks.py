@@ -286,6 +286,8 @@ def confined_repo_path(file: Path, line: int | None, value: str, allow_outside: 
 
     The folder itself is refused too: its tree would hold the task file (gold patch, hidden tests).
     """
+    if "\0" in value:
+        raise TaskFormatError(str(file), line, "repo_path", "a path cannot hold a NUL byte")
     folder = os.path.realpath(file.parent)
     path = os.path.realpath(os.path.join(folder, value))
     if allow_outside or path.startswith(folder.rstrip(os.sep) + os.sep):

@@ -16,6 +16,7 @@ import fnmatch
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from functools import lru_cache
@@ -23,7 +24,8 @@ from pathlib import Path
 
 from deepgym_envs.errors import InfrastructureError, TaskFormatError
 from deepgym_envs.tasks import Task
-from deepgym_envs.untrusted_tree import Origin, TreeCaps, TreeTooLarge, check_cache_entry, copy_dir
+from deepgym_envs.untrusted_tree import (Origin, TreeCaps, TreeTooLarge, check_cache_entry, copy_dir, escaping_links,
+                                         prune_links)
 
 #: Fixed identity and dates make the base commit reproducible.
 _GIT_ENV = {
@@ -93,6 +95,8 @@ def _build(src: Path, base_commit: str, reverse_patch: str, out: Path, origin: O
     _init(out)
     if reverse_patch:
         _git_apply(out, reverse_patch, reverse=True, what=f"task {instance_id}: gold patch")
+        # The row's patch is the stranger's too: git apply makes any link it names (mode 120000).
+        prune_links(out).warn(origin)
     # -f: a file the project's .gitignore names (a generated version.py) may be one its tests
     # import; the artefacts that must not be committed were never copied.
     _erase_times(out)
@@ -132,13 +136,23 @@ def _build_from_commit(src: Path, base_commit: str, out: Path, origin: Origin, c
     run_git(["update-ref", "--no-deref", "HEAD", sha], cwd=out)
     _check_commit_size(out, sha, caps, origin)
     run_git(["reset", "-q", "--hard", "HEAD"], cwd=out)
+    # The commit must stay what the row names (same id), so a link out of it is refused, not removed.
+    escaping = escaping_links(out)
+    if escaping:
+        raise TaskFormatError(origin.source, None, "base_commit",
+                              f"task {instance_id}: the base commit holds links leading outside the tree or into "
+                              f".git: {', '.join(escaping[:5])}")
     seal_object_store(out)
 
 
 def _source_git_dir(src: Path, origin: Origin) -> Path:
-    """The git directory of a source repository (``src/.git``, or ``src`` itself when bare), which
-    must lie inside ``src``: a ``.git`` file or link, or alternates, could name any repository on
-    the host, whose commits would then become the task's tree."""
+    """The git directory of a source repository (``src/.git``, or ``src`` itself when bare).
+
+    Everything git would read through it must lie inside ``src``: a ``.git`` file or link, a
+    ``commondir``, alternates (and theirs), or links inside the git directory could name any
+    repository on the host, whose commits would then become the task's tree. A partial clone is
+    refused too: git's lazy fetch of a missing object runs its promisor remote's command.
+    """
     root = Path(os.path.realpath(src))
     dotgit = src / ".git"
     if dotgit.is_file() and not dotgit.is_symlink():
@@ -149,22 +163,49 @@ def _source_git_dir(src: Path, origin: Origin) -> Path:
         gitdir = Path(os.path.realpath(dotgit))
     else:
         gitdir = root
-    allowed = os.environ.get("DEEPGYM_ALLOW_REPO_PATH_OUTSIDE") == "1"
-    if not allowed and not _inside(gitdir, root):
-        raise TaskFormatError(origin.source, None, origin.field,
-                              f"task {origin.instance_id}: {src}'s git directory is {gitdir}, outside the repository "
-                              "(set DEEPGYM_ALLOW_REPO_PATH_OUTSIDE=1 if you trust this task file)")
+    if os.environ.get("DEEPGYM_ALLOW_REPO_PATH_OUTSIDE") == "1":
+        return gitdir
+
+    def refuse(why: str) -> TaskFormatError:
+        return TaskFormatError(origin.source, None, origin.field,
+                               f"task {origin.instance_id}: {src}: {why} (set DEEPGYM_ALLOW_REPO_PATH_OUTSIDE=1 "
+                               "if you trust this task file)")
+
+    if not _inside(gitdir, root):
+        raise refuse(f"its git directory is {gitdir}, outside the repository")
     if not (gitdir / "HEAD").is_file() or not (gitdir / "objects").is_dir():
         raise TaskFormatError(origin.source, None, "base_commit",
                               f"task {origin.instance_id}: {src} is not a git repository (no HEAD and objects)")
-    alternates = gitdir / "objects" / "info" / "alternates"
-    if alternates.is_file() and not allowed:
-        for line in alternates.read_text(errors="replace").splitlines():
-            if line.strip() and not line.startswith("#") and not _inside(
-                    Path(os.path.realpath(gitdir / "objects" / line.strip())), root):
-                raise TaskFormatError(origin.source, None, origin.field,
-                                      f"task {origin.instance_id}: {src} borrows objects from {line.strip()}, outside "
-                                      "the repository (set DEEPGYM_ALLOW_REPO_PATH_OUTSIDE=1 if you trust this task file)")
+    dirs, stores = [gitdir], [gitdir / "objects"]
+    common = gitdir / "commondir"
+    if os.path.lexists(common):
+        shared = Path(os.path.realpath(gitdir / common.read_text(errors="replace").strip()))
+        if not _inside(shared, root):
+            raise refuse(f"its git directory shares {shared} (commondir), outside the repository")
+        dirs.append(shared)
+        stores.append(shared / "objects")
+    for directory in dirs:
+        for where, subdirs, files in os.walk(directory):
+            for name in subdirs + files:
+                path = Path(where, name)
+                if path.is_symlink() and not _inside(Path(os.path.realpath(path)), root):
+                    raise refuse(f"{path} links outside the repository")
+        config = directory / "config"
+        if config.is_file() and "partialclone" in config.read_text(errors="replace").lower():
+            raise refuse("a partial clone (git would run its promisor remote to fetch what is missing); "
+                         "fetch every object first, or use a full clone")
+    seen: set[Path] = set()
+    while stores:  # alternates borrow, and git follows theirs too
+        store = Path(os.path.realpath(stores.pop()))
+        if store in seen:
+            continue
+        seen.add(store)
+        if not _inside(store, root):
+            raise refuse(f"it borrows objects from {store}, outside the repository")
+        alternates = store / "info" / "alternates"
+        if alternates.is_file():
+            stores += [store / line.strip() for line in alternates.read_text(errors="replace").splitlines()
+                       if line.strip() and not line.startswith("#")]
     return gitdir
 
 
@@ -208,15 +249,33 @@ def _erase_times(tree: Path) -> None:
             path = os.path.join(root, name)
             if os.path.islink(path):
                 continue
-            fresh = path + ".deepgym-rewrite"
-            shutil.copy2(path, fresh)
-            os.replace(fresh, path)
+            _rewrite(path)
     for root, dirs, files in os.walk(tree, topdown=False):
         if ".git" in root.split(os.sep):
             continue
         for name in sorted(files) + sorted(d for d in dirs if d != ".git"):
             os.utime(os.path.join(root, name), stamp, follow_symlinks=False)
     os.utime(tree, stamp)
+
+
+def _rewrite(path: str) -> None:
+    """Write ``path`` anew: a fresh name no link can stand at (created exclusively), then renamed over it."""
+    src = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode):
+            return
+        fd, fresh = tempfile.mkstemp(prefix=".deepgym-rewrite-", dir=os.path.dirname(path))
+        try:
+            with os.fdopen(fd, "wb") as out, os.fdopen(os.dup(src), "rb") as data:
+                shutil.copyfileobj(data, out)
+            os.chmod(fresh, stat.S_IMODE(st.st_mode))
+            os.replace(fresh, path)
+        except BaseException:
+            os.unlink(fresh)
+            raise
+    finally:
+        os.close(src)
 
 
 def seal_object_store(tree: Path) -> None:
@@ -284,16 +343,30 @@ def _fingerprint(task: Task) -> str:
 
 @lru_cache(maxsize=256)
 def _dir_fingerprint(path: str) -> str:
-    """Path, size and mtime of every file: cheap, and changes whenever the source does."""
+    """Path, size and mtime of every file: cheap, and changes whenever the source does.
+
+    A stack, not os.walk's recursion: a stranger's folder nested a thousand deep is the build's
+    clear error (the depth cap), never a RecursionError here.
+    """
     h = hashlib.sha256()
-    for root, dirs, files in os.walk(path):
-        rel = os.path.relpath(root, path)
-        dirs[:] = sorted(d for d in dirs if not is_artefact(os.path.join(rel, d)))
-        for name in sorted(files):
-            if is_artefact(os.path.join(rel, name)):
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        try:
+            entries = sorted(os.scandir(os.path.join(path, rel)), key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            name = f"{rel}/{entry.name}" if rel else entry.name
+            if is_artefact(name):
                 continue
-            st = os.lstat(os.path.join(root, name))
-            h.update(f"{os.path.relpath(os.path.join(root, name), path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(name)
+                continue
+            st = entry.stat(follow_symlinks=False)
+            h.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        pending += reversed(subdirs)
     return h.hexdigest()
 
 
@@ -323,6 +396,8 @@ def git_env() -> dict[str, str]:
     # No per-user attributes file either (git would look under $HOME, which the sandbox uid may
     # not read): what decides how files are written is the repository's own.
     env["XDG_CONFIG_HOME"] = "/nonexistent"
+    # Never fetch a missing object from a repository's promisor remote (git >= 2.45 reads this).
+    env["GIT_NO_LAZY_FETCH"] = "1"
     return env
 
 

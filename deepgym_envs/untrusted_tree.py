@@ -59,9 +59,12 @@ class TreeCaps:
     """The raw archive read from an image, ``.git`` and dropped entries included."""
     cache_bytes: int = 4 << 30
     """A task's whole cache entry: the tree and the git directory built for it."""
+    depth: int = 256
+    """Directories nested in one another (far more than any project, far less than PATH_MAX)."""
 
     ENV = {"bytes": "DEEPGYM_MAX_TREE_BYTES", "files": "DEEPGYM_MAX_TREE_FILES",
-           "export_bytes": "DEEPGYM_MAX_EXPORT_BYTES", "cache_bytes": "DEEPGYM_MAX_CACHE_BYTES"}
+           "export_bytes": "DEEPGYM_MAX_EXPORT_BYTES", "cache_bytes": "DEEPGYM_MAX_CACHE_BYTES",
+           "depth": "DEEPGYM_MAX_TREE_DEPTH"}
 
     @classmethod
     def from_env(cls) -> TreeCaps:
@@ -71,7 +74,7 @@ class TreeCaps:
             raw = os.environ.get(var, "").strip()
             if raw:
                 try:
-                    values[name] = parse_size(raw) if name != "files" else int(raw)
+                    values[name] = int(raw) if name in ("files", "depth") else parse_size(raw)
                 except ValueError as exc:
                     raise ValueError(f"{var}: {exc}") from None
         return cls(**values)
@@ -91,7 +94,7 @@ class TreeTooLarge(TaskFormatError):
 
     def __init__(self, origin: Origin, cap: str, limit: int, detail: str) -> None:
         var = TreeCaps.ENV[cap]
-        unit = "entries" if cap == "files" else "bytes"
+        unit = {"files": "entries", "depth": "levels"}.get(cap, "bytes")
         super().__init__(origin.source, None, origin.field,
                          f"task {origin.instance_id}: {detail}, over the cap of {limit} {unit} ({var}; "
                          f"set it higher, or to 0 for no cap, if you trust this task)")
@@ -106,6 +109,9 @@ class _Budget:
     files: int = 0
 
     def add(self, rel: str, size: int = 0) -> None:
+        if self.caps.depth and rel.count("/") >= self.caps.depth:
+            raise TreeTooLarge(self.origin, "depth", self.caps.depth,
+                               f"the tree nests directories more than {self.caps.depth} deep ({rel[:200]}...)")
         self.files += 1
         self.bytes += size
         if self.caps.files and self.files > self.caps.files:
@@ -129,6 +135,15 @@ class CopyReport:
             shown = ", ".join(f"{rel} ({why})" for rel, why in self.dropped[:5])
             more = f" and {len(self.dropped) - 5} more" if len(self.dropped) > 5 else ""
             log.warning("task %s: left out of the pristine tree: %s%s", origin.instance_id, shown, more)
+
+
+def _inside(real: str, root: str) -> bool:
+    """``real`` (a resolved path) is ``root`` or under it, and not in a git directory there."""
+    if real == root:
+        return True
+    if not real.startswith(root + os.sep):
+        return False
+    return ".git" not in real[len(root) + 1:].split(os.sep)
 
 
 def in_tree_target(rel: str, target: str) -> bool:
@@ -199,18 +214,60 @@ class _Links:
                 self.report.drop(rel, f"link not made: {exc.strerror}")
                 continue
             made.append(path)
-        # Each link read alone stays inside; a chain (a/b -> .., c -> a/b/..) may not. Drop those
-        # until none escapes: dropping only ever makes a link dangle, never escape.
-        changed = True
-        while changed:
-            changed = False
-            for path in list(made):
-                real = os.path.realpath(path)
-                if real != root and not real.startswith(root + os.sep):
+        _prune(root, made, self.report)
+
+
+def _prune(root: str, links: list[str], report: CopyReport) -> None:
+    """Remove the links that, followed, leave ``root`` or enter a ``.git`` (the project's own, made
+    later: a path that does not exist yet resolves lexically, so ``dot/.git`` through ``dot -> .``
+    is seen for what it will be). Each link read alone stays inside; a chain (``a/b -> ..``,
+    ``c -> a/b/..``) may not: repeat until none escapes (removing only ever makes a link dangle)."""
+    changed = True
+    while changed:
+        changed = False
+        for path in list(links):
+            if not _inside(os.path.realpath(path), root):
+                os.unlink(path)
+                links.remove(path)
+                report.drop(os.path.relpath(path, root), "link leading outside the tree or into .git")
+                changed = True
+
+
+def prune_links(tree: Path) -> CopyReport:
+    """Apply the link rules to a tree that something else wrote (a patch applied to it): every link
+    that is absolute, climbs out, or leads into ``.git`` is removed."""
+    report = CopyReport()
+    root = os.path.realpath(tree)
+    links = []
+    for directory, dirs, files in os.walk(root):
+        if directory == root:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            if os.path.islink(path):
+                rel = os.path.relpath(path, root)
+                if in_tree_target(rel, os.readlink(path)):
+                    links.append(path)
+                else:
                     os.unlink(path)
-                    made.remove(path)
-                    self.report.drop(os.path.relpath(path, root), "link chain leading outside the tree")
-                    changed = True
+                    report.drop(rel, "link outside the tree")
+    _prune(root, links, report)
+    return report
+
+
+def escaping_links(tree: Path) -> list[str]:
+    """The links of a tree (its ``.git`` aside) that :func:`prune_links` would remove."""
+    root = os.path.realpath(tree)
+    found = []
+    for directory, dirs, files in os.walk(root):
+        if directory == root:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            if os.path.islink(path) and not (in_tree_target(os.path.relpath(path, root), os.readlink(path))
+                                             and _inside(os.path.realpath(path), root)):
+                found.append(os.path.relpath(path, root))
+    return found
 
 
 def copy_dir(src: Path, dest: Path, caps: TreeCaps, origin: Origin,
@@ -220,27 +277,28 @@ def copy_dir(src: Path, dest: Path, caps: TreeCaps, origin: Origin,
     links = _Links(dest, report)
     dest.mkdir(parents=True)
 
-    def walk(directory: str, prefix: str) -> None:
-        with os.scandir(directory) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                rel = f"{prefix}{entry.name}"
-                if skip(rel):
-                    continue
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode):
-                    budget.add(rel)
-                    (dest / rel).mkdir(mode=0o755)
-                    walk(entry.path, rel + "/")
-                elif stat.S_ISLNK(st.st_mode):
-                    budget.add(rel)
-                    links.add(rel, os.readlink(entry.path))
-                elif stat.S_ISREG(st.st_mode):
-                    budget.add(rel, st.st_size)
-                    _copy_file(entry.path, dest, rel, st, report)
-                else:
-                    report.drop(rel, "not a file, directory or link")
-
-    walk(str(src), "")
+    pending = [(str(src), "")]  # a stack, not recursion: depth is a cap, never a RecursionError
+    while pending:
+        directory, prefix = pending.pop()
+        with os.scandir(directory) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+        for entry in entries:
+            rel = f"{prefix}{entry.name}"
+            if skip(rel):
+                continue
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                budget.add(rel)
+                (dest / rel).mkdir(mode=0o755)
+                pending.append((entry.path, rel + "/"))
+            elif stat.S_ISLNK(st.st_mode):
+                budget.add(rel)
+                links.add(rel, os.readlink(entry.path))
+            elif stat.S_ISREG(st.st_mode):
+                budget.add(rel, st.st_size)
+                _copy_file(entry.path, dest, rel, st, report)
+            else:
+                report.drop(rel, "not a file, directory or link")
     links.create()
     return report
 
@@ -291,7 +349,8 @@ def extract_tar(fileobj: IO[bytes], dest: Path, caps: TreeCaps, origin: Origin, 
     """Extract a tar stream whose entries sit under one top directory (``testbed/...``) into ``dest``.
 
     ``skip``: paths (relative to the top directory) never extracted. ``keep``: small regular files
-    (up to 1 MiB) whose bytes are returned instead, read but never written (``.git/HEAD``).
+    whose bytes are returned instead, read but never written (``.git/HEAD``, refs: up to 256 bytes
+    each, a ref's size; ``packed-refs`` up to 1 MiB), counted against the caps like any file.
     """
     report, budget = CopyReport(), _Budget(caps, origin)
     links = _Links(dest, report)
@@ -306,7 +365,8 @@ def extract_tar(fileobj: IO[bytes], dest: Path, caps: TreeCaps, origin: Origin, 
                 continue
             if not rel:
                 continue
-            if keep(rel) and member.isreg() and member.size <= 1 << 20:
+            if keep(rel) and member.isreg() and member.size <= (1 << 20 if rel.endswith("packed-refs") else 256):
+                budget.add(rel, member.size)
                 kept[rel] = tar.extractfile(member).read()  # type: ignore[union-attr]
             if skip(rel):
                 continue

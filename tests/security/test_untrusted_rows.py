@@ -261,3 +261,12 @@ def test_a_split_stays_loadable_without_the_opt_in(tmp_path):
     assert all(Path(t.repo_path).is_relative_to(out.resolve()) for t in reloaded)
     assert "max(lo, min(x, hi))" in (Path(reloaded[0].repo_path) / "src" / "calc" / "ops.py").read_text()
     assert all(t.patch == GOLD_PATCH for t in reloaded)
+
+
+def test_a_folder_nested_past_the_depth_cap_is_a_clear_error(tmp_path):
+    """Folders nested 300 deep are a few kilobytes of names: refused by the depth cap, naming it."""
+    path = hub_folder(tmp_path)
+    os.makedirs(path.parent / "repos" / "calc" / "/".join(["a"] * 300))
+    [task] = load_tasks(path)
+    with pytest.raises(TreeTooLarge, match="DEEPGYM_MAX_TREE_DEPTH"):
+        pristine_tree(task)
