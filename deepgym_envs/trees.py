@@ -120,7 +120,8 @@ def _build_from_commit(src: Path, base_commit: str, out: Path, origin: Origin, c
     # followed. --git-dir: git never goes looking for a repository above or beside this one.
     safe = ["-c", "safe.directory=*", "--no-replace-objects", f"--git-dir={gitdir}"]
     try:
-        sha = run_git([*safe, "rev-parse", "--verify", "--end-of-options", f"{base_commit}^{{commit}}"]).strip()
+        sha = run_git([*safe, "rev-parse", "--verify", "--end-of-options", f"{base_commit}^{{commit}}"],
+                      env=_SOURCE_ENV).strip()
     except InfrastructureError:
         raise TaskFormatError(str(src), None, "base_commit",
                               f"task {instance_id}: {base_commit!r} is not a commit of {src}") from None
@@ -132,7 +133,7 @@ def _build_from_commit(src: Path, base_commit: str, out: Path, origin: Origin, c
     upload_pack = "git -c safe.directory=* -c uploadpack.allowAnySHA1InWant=true upload-pack"
     # --update-shallow: a shallow source gives a shallow tree (its .git/shallow names the cut).
     run_git(["-c", "safe.directory=*", "--no-replace-objects", "fetch", "-q", "--no-tags", "--no-write-fetch-head",
-             "--update-shallow", "--upload-pack", upload_pack, str(gitdir), sha], cwd=out)
+             "--update-shallow", "--upload-pack", upload_pack, str(gitdir), sha], cwd=out, env=_SOURCE_ENV)
     run_git(["update-ref", "--no-deref", "HEAD", sha], cwd=out)
     _check_commit_size(out, sha, caps, origin)
     run_git(["reset", "-q", "--hard", "HEAD"], cwd=out)
@@ -150,8 +151,9 @@ def _source_git_dir(src: Path, origin: Origin) -> Path:
 
     Everything git would read through it must lie inside ``src``: a ``.git`` file or link, a
     ``commondir``, alternates (and theirs), or links inside the git directory could name any
-    repository on the host, whose commits would then become the task's tree. A partial clone is
-    refused too: git's lazy fetch of a missing object runs its promisor remote's command.
+    repository on the host, whose commits would then become the task's tree. git's lazy fetch of
+    a missing object (which runs a partial clone's promisor remote) is switched off; a partial
+    clone is refused where git cannot switch it off.
     """
     root = Path(os.path.realpath(src))
     dotgit = src / ".git"
@@ -191,9 +193,9 @@ def _source_git_dir(src: Path, origin: Origin) -> Path:
                 if path.is_symlink() and not _inside(Path(os.path.realpath(path)), root):
                     raise refuse(f"{path} links outside the repository")
         config = directory / "config"
-        if config.is_file() and "partialclone" in config.read_text(errors="replace").lower():
-            raise refuse("a partial clone (git would run its promisor remote to fetch what is missing); "
-                         "fetch every object first, or use a full clone")
+        if config.is_file() and "partialclone" in config.read_text(errors="replace").lower() and not _no_lazy_fetch():
+            raise refuse("a partial clone, and this git (older than 2.45.1, or 2.39.4 and the like) cannot be "
+                         "told not to run its promisor remote to fetch what is missing; use a full clone")
     seen: set[Path] = set()
     while stores:  # alternates borrow, and git follows theirs too
         store = Path(os.path.realpath(stores.pop()))
@@ -207,6 +209,25 @@ def _source_git_dir(src: Path, origin: Origin) -> Path:
             stores += [store / line.strip() for line in alternates.read_text(errors="replace").splitlines()
                        if line.strip() and not line.startswith("#")]
     return gitdir
+
+
+#: Given to every git command over a source repository: a missing object is an error, never a
+#: lazy fetch from the repository's promisor remote (whose command its config names).
+_SOURCE_ENV = {"GIT_NO_LAZY_FETCH": "1"}
+
+
+@lru_cache(maxsize=1)
+def _no_lazy_fetch() -> bool:
+    """Whether this git reads GIT_NO_LAZY_FETCH: 2.45.1 and the security releases it came with."""
+    try:
+        text = run_git(["version"]).split()[2]
+        version = tuple(int(p) for p in text.split(".")[:3])
+    except (InfrastructureError, IndexError, ValueError):
+        return False
+    fixed = {39: 4, 40: 2, 41: 1, 42: 2, 43: 4, 44: 1}
+    if version[:2] >= (2, 45):
+        return version >= (2, 45, 1)
+    return version[0] == 2 and version[1] in fixed and version[2] >= fixed[version[1]]
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -396,8 +417,6 @@ def git_env() -> dict[str, str]:
     # No per-user attributes file either (git would look under $HOME, which the sandbox uid may
     # not read): what decides how files are written is the repository's own.
     env["XDG_CONFIG_HOME"] = "/nonexistent"
-    # Never fetch a missing object from a repository's promisor remote (git >= 2.45 reads this).
-    env["GIT_NO_LAZY_FETCH"] = "1"
     return env
 
 
