@@ -1,7 +1,8 @@
 """Red-team review of issue 12's fixes: inputs the issue did not list, built by an attacker who read the source.
 
 Each test builds the hostile input in ``tmp_path`` and asserts the safe behaviour. Holes still open
-are strict xfails whose reason names the hole; the rest are regression tests for attacks that fail.
+are strict xfails whose reason names the hole; the rest are regression tests (most of them for holes
+this review found, since fixed: each failed on the code of 4744916 and bd6995c).
 """
 
 from __future__ import annotations
@@ -76,11 +77,6 @@ def built_or_refused(task) -> Path | None:
 # --- source repositories whose git directory borrows from the host -----------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="trees._source_git_dir checks .git's location, HEAD and objects/, but not "
-                   "the gitdir's 'commondir' file: a worktree-style .git directory inside the repository whose "
-                   "commondir names a host repository makes git read that repository's refs and objects, and "
-                   "base_commit='main' (a ref, never checked to be a sha) builds the host repository's commit "
-                   "as the agent's tree")
 def test_a_git_directory_whose_commondir_is_a_host_repository_is_refused(tmp_path):
     host, _ = host_repository(tmp_path)
     path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__commondir-1", repo_path="repos/x",
@@ -94,9 +90,6 @@ def test_a_git_directory_whose_commondir_is_a_host_repository_is_refused(tmp_pat
     assert secret_in_cache() == []
 
 
-@pytest.mark.xfail(strict=True, reason="trees._source_git_dir reads only the first objects/info/alternates: an "
-                   "alternate inside the repository may itself borrow (git follows alternates 5 deep) from a host "
-                   "object store, so a host commit named by id becomes the agent's tree")
 def test_alternates_of_alternates_outside_the_repository_are_refused(tmp_path):
     host, sha = host_repository(tmp_path)
     path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__alternates-1", repo_path="repos/x",
@@ -136,10 +129,6 @@ def _patch_deleting_link(name: str, target: str) -> str:
             f"@@ -1 +0,0 @@\n-{target}\n\\ No newline at end of file\n")
 
 
-@pytest.mark.xfail(strict=True, reason="trees._build reverse-applies the row's patch after copy_dir's link checks, "
-                   "and git apply creates any link a patch names (mode 120000, absolute target); _erase_times then "
-                   "copies each file to '<file>.deepgym-rewrite' with shutil.copy2, which opens that name through "
-                   "the link: a row writes the repository's bytes to any host path, as the user (root)")
 def test_a_gold_patch_cannot_make_the_host_write_through_a_link(tmp_path):
     victim = tmp_path / "host" / "victim.txt"
     victim.parent.mkdir()
@@ -158,9 +147,6 @@ def test_a_gold_patch_cannot_make_the_host_write_through_a_link(tmp_path):
                     assert not os.path.isabs(os.readlink(link)), link
 
 
-@pytest.mark.xfail(strict=True, reason="the gold patch reversed on the host may create absolute links "
-                   "(untrusted_tree's rule, in-tree relative links only, is checked before the patch runs), and "
-                   "a base_commit's own links are checked out by git unfiltered: both reach the pristine tree")
 @pytest.mark.parametrize("how", ["patch", "commit"])
 def test_no_absolute_link_reaches_a_pristine_tree(tmp_path, how):
     target = str(tmp_path / "host" / "secret.txt")
@@ -183,11 +169,6 @@ def test_no_absolute_link_reaches_a_pristine_tree(tmp_path, how):
     assert tree is None or not os.path.lexists(tree / "key") or not os.path.isabs(os.readlink(tree / "key"))
 
 
-@pytest.mark.xfail(strict=True, reason="untrusted_tree.in_tree_target reads 'dot/.git' lexically (first part 'dot', "
-                   "not '.git') and _Links.create checks realpath before trees._init made .git, so a link through "
-                   "an in-tree 'dot -> .' into the project's own .git survives; _erase_times's shutil.copy2 onto "
-                   "'config.deepgym-rewrite' (that link, a directory) writes the folder's 'config' as .git/config, "
-                   "and the filter it defines runs on the host at 'git add'")
 def test_a_copied_folder_cannot_write_the_projects_git_config(tmp_path):
     marker = tmp_path / "ran-on-the-host"
     path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__gitconfig-1", repo_path="repos/calc"))
@@ -265,9 +246,6 @@ def _tar_of(entries: list[tuple[str, bytes]]):
     return buf
 
 
-@pytest.mark.xfail(strict=True, reason="untrusted_tree.extract_tar keeps every '.git/refs/...' file up to 1 MiB in "
-                   "memory, with no count or total cap and outside the tree budget (skip() is checked after keep()): "
-                   "an image's .git/refs holds as much host memory as DEEPGYM_MAX_EXPORT_BYTES (8 GiB)")
 def test_an_images_git_refs_cannot_fill_the_hosts_memory(tmp_path):
     from deepgym_envs.untrusted_tree import Origin, TreeCaps, extract_tar
 
@@ -282,23 +260,17 @@ def test_an_images_git_refs_cannot_fill_the_hosts_memory(tmp_path):
     assert sum(map(len, kept.values())) <= caps.bytes
 
 
-@pytest.mark.xfail(strict=True, reason="untrusted_tree.copy_dir walks directories by recursion and counts entries, "
-                   "not depth: a folder nested 1200 deep (2.4 KB of path, 1200 entries, far under the caps) escapes "
-                   "as RecursionError, not a TreeTooLarge naming the task")
 def test_a_deeply_nested_folder_is_a_clear_error(tmp_path):
     from deepgym_envs.untrusted_tree import Origin, TreeCaps, copy_dir
 
     src = tmp_path / "src"
-    os.makedirs(src / "/".join(["a"] * 1200))
+    subprocess.run(["mkdir", "-p", str(src / "/".join(["a"] * 1200))], check=True)  # os.makedirs recurses
     try:
         copy_dir(src, tmp_path / "dest", TreeCaps(), Origin("row", "repo_path", "x"))
     except TaskFormatError:
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="untrusted_tree.in_tree_target refuses '.git/...' only as a link's lexical "
-                   "first part, and _Links.create's realpath check accepts root/.git/...: through 'dot -> .', an "
-                   "image's links into the project's own git directory (made after the copy) reach the tree")
 def test_no_link_from_an_image_leads_into_the_projects_git_directory(tmp_path):
     import io
     import tarfile
@@ -319,11 +291,6 @@ def test_no_link_from_an_image_leads_into_the_projects_git_directory(tmp_path):
         assert not os.path.lexists(tree / name) or ".git" not in os.path.realpath(tree / name).split(os.sep), name
 
 
-@pytest.mark.xfail(strict=True, reason="trees._build_from_commit runs rev-parse and upload-pack in the source's own "
-                   "git directory, whose config is read: a partial clone's promisor remote "
-                   "(extensions.partialClone, remote.x.uploadpack) is run by git's lazy fetch of a missing "
-                   "base_commit, as the user, on the host (git_env sets neither GIT_NO_LAZY_FETCH, which git "
-                   "2.39 lacks anyway, nor anything that disables the remote)")
 def test_a_source_repositorys_promisor_remote_never_runs_on_the_host(tmp_path):
     marker = tmp_path / "ran-on-the-host"
     path = hub_folder(tmp_path, toy_row(tmp_path, instance_id="evil__promisor-1", repo_path="repos/x",
@@ -346,10 +313,7 @@ def test_a_source_repositorys_promisor_remote_never_runs_on_the_host(tmp_path):
 
 @pytest.mark.parametrize("value", ["~/.ssh", "~root", "file:///etc", "C:\\Windows\\..\\..\\..", "..\\..\\host",
                                    "repos/calc/../../../host", "repos/calc/\u2025/\u2025/host", "//host",
-                                   pytest.param("repos/calc\u0000/../../host", marks=pytest.mark.xfail(
-                                       strict=True, reason="tasks.confined_repo_path: os.path.realpath raises "
-                                       "ValueError on a NUL byte, which escapes load_tasks as a traceback, not a "
-                                       "TaskFormatError naming the row")),
+                                   "repos/calc\u0000/../../host",
                                    "repos/calc/" + "x/" * 3000],
                          ids=["tilde", "tilde-user", "file-url", "windows", "backslashes", "dotdot", "two-dot-leader",
                               "double-slash", "nul", "long"])
@@ -491,10 +455,6 @@ def test_synth_clone_of_a_local_partial_clone_never_runs_its_promisor_remote(tmp
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="synth/fetch.py _fetch_git runs 'git clone <local path>' on the host, and a "
-                   "'.git' file (gitdir: ...), or a worktree-style .git directory whose 'commondir', names a host "
-                   "repository: the clone is that repository, its files the synthesised project the agent reads "
-                   "(trees._source_git_dir's check, incomplete as it is, is not applied here)")
 @pytest.mark.parametrize("how", ["gitfile", "commondir"])
 def test_synth_clone_of_a_local_source_never_reads_a_host_repository(tmp_path, how):
     from deepgym_envs.synth.fetch import SourceSpec, SynthError, fetch
