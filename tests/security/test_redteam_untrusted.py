@@ -498,3 +498,34 @@ def test_a_safetensors_header_bomb_is_a_checkpoint_error(tmp_path, header):
     (tmp_path / "trainer_state.safetensors").write_bytes(blob)
     with pytest.raises(CheckpointError):
         read_state(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["include", "worktree-config", "promisor-only"])
+def test_a_promisor_remote_hidden_from_the_config_text_never_runs(tmp_path, how):
+    """A promisor remote git reads from an [include], from config.worktree, or with no extension at all
+    (promisor=true is enough for git 2.39): none is in .git/config's text, so only GIT_NO_LAZY_FETCH
+    (git >= 2.45.1, 2.39.4 and the other security releases) keeps the lazy fetch from running it; an
+    older git would need more than trees._source_git_dir's text check of .git/config."""
+    marker = tmp_path / "ran-on-the-host"
+    path = hub_folder(tmp_path, toy_row(tmp_path, instance_id=f"evil__promisor-{how}", repo_path="repos/x",
+                                        base_commit="1" * 40, gold_reverse_base=False))
+    repo = path.parent / "repos" / "x"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    remote = f'[remote "evil"]\n\turl = {repo}\n\tpromisor = true\n\tuploadpack = touch {marker}; false\n'
+    if how == "include":
+        with open(repo / ".git" / "config", "a") as fh:
+            fh.write("[include]\n\tpath = more.cfg\n")
+        (repo / ".git" / "more.cfg").write_text(
+            "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialClone = evil\n" + remote)
+    elif how == "worktree-config":
+        subprocess.run([*git, "config", "core.repositoryformatversion", "1"], check=True)
+        subprocess.run([*git, "config", "extensions.worktreeConfig", "true"], check=True)
+        (repo / ".git" / "config.worktree").write_text("[extensions]\n\tpartialClone = evil\n" + remote)
+    else:
+        with open(repo / ".git" / "config", "a") as fh:
+            fh.write(remote)
+    [task] = load_tasks(path)
+    built_or_refused(task)
+    assert not marker.exists()
