@@ -529,3 +529,14 @@ def test_a_promisor_remote_hidden_from_the_config_text_never_runs(tmp_path, how)
     [task] = load_tasks(path)
     built_or_refused(task)
     assert not marker.exists()
+
+
+@pytest.mark.xfail(strict=True, reason="pyenv.PythonEnv.from_dict checks a pythonpath entry for '/' and '..' only: "
+                   "a newline in it makes finish_env write an 'import ...' line into deepgym-workspace.pth, code "
+                   "that every start of the environment's interpreter runs (grading included), not a directory")
+def test_a_pythonpath_entry_cannot_become_a_pth_import_line():
+    from deepgym_envs.pyenv import PythonEnv
+
+    with pytest.raises(ValueError):
+        PythonEnv.from_dict({"requirements": ["attrs==24.2.0"],
+                             "pythonpath": ["src\nimport os; os.system('touch /tmp/redteam-pth')"]})
