@@ -540,3 +540,26 @@ def test_a_pythonpath_entry_cannot_become_a_pth_import_line():
     with pytest.raises(ValueError):
         PythonEnv.from_dict({"requirements": ["attrs==24.2.0"],
                              "pythonpath": ["src\nimport os; os.system('touch /tmp/redteam-pth')"]})
+
+
+@pytest.mark.xfail(strict=True, reason="taskset._bundle_repos checks only that out/repos/<name> exists before "
+                   "shutil.rmtree and copy_dir: an out folder from a stranger whose 'repos' is a link to a host "
+                   "folder makes 'tasks split' delete and overwrite that folder's <name> (a write outside out)")
+def test_a_split_never_writes_through_a_linked_repos_folder(tmp_path):
+    from deepgym_envs.taskset import split_by_repo, write_split
+
+    victim = tmp_path / "host" / "projects"
+    (victim / "calc").mkdir(parents=True)
+    (victim / "calc" / "work.txt").write_text("a user's work\n")
+    tasks = load_tasks(hub_folder(tmp_path, toy_row(tmp_path, instance_id="a__calc-1", repo_path="repos/calc"),
+                                  {**toy_row(tmp_path, instance_id="b__calc-2", repo_path="repos/calc"),
+                                   "repo": "other/calc"}))
+    out = tmp_path / "downloads" / "someones-split"
+    out.mkdir(parents=True)
+    (out / "repos").symlink_to(victim)
+    try:
+        write_split(split_by_repo(tasks, eval_frac=0.5, seed=0), out)
+    except (TaskFormatError, OSError, ValueError):
+        pass
+    assert (victim / "calc" / "work.txt").read_text() == "a user's work\n"
+    assert sorted(os.listdir(victim)) == ["calc"] and sorted(os.listdir(victim / "calc")) == ["work.txt"]
