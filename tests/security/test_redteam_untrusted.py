@@ -269,6 +269,9 @@ def test_a_deeply_nested_folder_is_a_clear_error(tmp_path):
         copy_dir(src, tmp_path / "dest", TreeCaps(), Origin("row", "repo_path", "x"))
     except TaskFormatError:
         pass
+    finally:
+        # shutil.rmtree recurses too: pytest's clean-up of old temporary folders would fail on this one.
+        subprocess.run(["rm", "-rf", str(src), str(tmp_path / "dest")], check=True)
 
 
 def test_no_link_from_an_image_leads_into_the_projects_git_directory(tmp_path):
