@@ -18,6 +18,7 @@ callable a pickle names.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from pathlib import Path
 from typing import Any
@@ -72,18 +73,35 @@ def _read_json_state(directory: Path) -> dict[str, Any]:
     from safetensors.torch import load_file
 
     try:
-        doc = json.loads((directory / STATE_JSON).read_text())
-        tensors = load_file(str(directory / STATE_TENSORS), device="cpu")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, SafetensorError) as exc:
-        raise CheckpointError(f"cannot read the trainer state in {directory}: {exc}") from None
+        with _open_regular(directory / STATE_JSON) as fh:
+            doc = json.loads(fh.read().decode("utf-8"))
+        with _open_regular(directory / STATE_TENSORS) as fh:
+            # The descriptor's own path: the file checked is the file read, never a FIFO or a link.
+            tensors = load_file(f"/proc/self/fd/{fh.fileno()}", device="cpu")
+    except RecursionError:
+        raise CheckpointError(f"cannot read the trainer state in {directory}: JSON nested too deeply") from None
+    except (OSError, UnicodeDecodeError, ValueError, SafetensorError) as exc:  # ValueError: JSON, 4300+ digits
+        raise CheckpointError(f"cannot read the trainer state in {directory}: {str(exc)[:300]}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("state"), dict):
         raise CheckpointError(f"{directory / STATE_JSON} is not a format-{FORMAT} trainer state")
     return _decode(doc["state"], tensors, directory)
 
 
+def _open_regular(path: Path):
+    """``path`` opened for reading when it is a regular file (no link followed, no FIFO waited on)."""
+    from deepgym_envs.errors import ToolError
+    from deepgym_envs.sandbox.base import open_regular
+
+    try:
+        return open_regular(str(path), os.O_RDONLY, str(path))
+    except ToolError as exc:
+        raise CheckpointError(f"cannot read the trainer state: {exc}") from None
+
+
 def _read_legacy(path: Path) -> dict[str, Any]:
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with _open_regular(path) as fh:
+            state = torch.load(fh, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         raise CheckpointError(
             f"refusing to load {path}: it is a pickle that names code, not only tensors and plain data "

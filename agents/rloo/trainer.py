@@ -167,7 +167,7 @@ class RLOOTrainer:
             self.rng.setstate(tuple(state["rng"]))
             self.steps_done, self.updates = int(state["steps_done"]), int(state["updates"])
             state["step"] = int(state["step"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, RuntimeError) as exc:  # OverflowError: int(inf)
             raise CheckpointError(f"the trainer state in {directory} does not fit this trainer: "
                                   f"{type(exc).__name__}: {exc}") from None
         return state
