@@ -31,6 +31,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,7 @@ from deepgym_envs.errors import InfrastructureError
 if TYPE_CHECKING:
     from deepgym_envs.sandbox.build import BuildSandbox
 
+_PLAIN_PATH = re.compile(r"[\w.+/-]+")
 #: Seconds one environment build may take (pip resolving and downloading included).
 BUILD_TIMEOUT = 900
 
@@ -78,8 +80,11 @@ class PythonEnv:
         for line in out["requirements"]:
             check_requirement(line)
         for path in out["pythonpath"]:
-            if path.startswith("/") or ".." in path.split("/"):
-                raise ValueError(f"pythonpath entry {path!r} must be relative to the repository root")
+            # Each entry becomes a line of a .pth file, which site runs when it starts with "import ":
+            # a plain relative path (no whitespace or control characters) can never be one.
+            if not _PLAIN_PATH.fullmatch(path) or path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"pythonpath entry {path!r} must be a plain directory path relative to the "
+                                 "repository root (letters, digits, '.', '_', '-', '+', '/')")
         if "python" in data:
             if not isinstance(data["python"], str):
                 raise ValueError("'python' must be a string such as '3.11'")
