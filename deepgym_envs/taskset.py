@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepgym_envs.errors import DeepgymError
+from deepgym_envs.errors import DeepgymError, TaskFormatError
 from deepgym_envs.tasks import Task
 
 
@@ -148,6 +148,11 @@ def _bundle_repos(tasks: list[Task], out: Path) -> dict[str, str]:
     from deepgym_envs.untrusted_tree import Origin, TreeCaps, copy_dir
 
     root = os.path.realpath(out)
+    repos = Path(root) / "repos"
+    if os.path.islink(repos) or (os.path.lexists(repos) and not repos.is_dir()):
+        # Written through, a link would have the copies (and the removal of earlier ones) land elsewhere.
+        raise TaskFormatError(str(repos), None, None, "is a link or not a folder: a split keeps its copies of the "
+                              "repositories in a folder of its own; remove it or choose another --out")
     where: dict[str, str] = {}
     taken: set[str] = set()
     for t in tasks:
@@ -162,10 +167,10 @@ def _bundle_repos(tasks: list[Task], out: Path) -> dict[str, str]:
         while unique in taken:
             unique, n = f"{name}-{n}", n + 1
         taken.add(unique)
-        dest = Path(root) / "repos" / unique
+        dest = repos / unique
         if os.path.lexists(dest):  # a split written here before: out/repos is the split's own
             shutil.rmtree(dest) if dest.is_dir() and not dest.is_symlink() else dest.unlink()
-        dest.parent.mkdir(exist_ok=True)
+        repos.mkdir(exist_ok=True)
         copy_dir(Path(real), dest, TreeCaps.from_env(), Origin(t.source, "repo_path", t.instance_id))
         where[t.repo_path] = f"repos/{unique}"
     return where
