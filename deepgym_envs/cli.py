@@ -29,6 +29,7 @@ from rich.table import Table
 
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.progress import console, fail_without_verdicts, notes, print_json, print_no_verdicts, print_table
+from deepgym_envs.tasks import ALLOW_OUTSIDE_ENV
 
 
 def _note(args: argparse.Namespace) -> Console:
@@ -191,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     from deepgym_envs import __version__
 
     parser.add_argument("--version", action="version", version=f"deepgym-envs {__version__}")
+    parser.add_argument("--allow-repo-path-outside", action="store_true",
+                        help="load rows whose repo_path lies outside their task file's folder (only for task "
+                             "files you trust: the folder named becomes the agent's repository)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     tasks = sub.add_parser("tasks", help="list and validate task sets").add_subparsers(dest="tasks_cmd", required=True)
@@ -263,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.allow_repo_path_outside:  # read by every loader, Ray's driver-side one included
+        os.environ[ALLOW_OUTSIDE_ENV] = "1"
     try:
         return args.func(args)
     except DeepgymError as exc:

@@ -297,7 +297,7 @@ def confined_repo_path(file: Path, line: int | None, value: str, allow_outside: 
     raise TaskFormatError(str(file), line, "repo_path",
                           f"{value!r} resolves to {where}. A task file may only name repositories inside its "
                           f"folder; if you trust this file, set {ALLOW_OUTSIDE_ENV}=1 (or pass "
-                          "allow_repo_path_outside=True to load_tasks)")
+                          "deepgym --allow-repo-path-outside, or allow_repo_path_outside=True to load_tasks)")
 
 
 def find_task(tasks: list[Task], task_id: str) -> Task:

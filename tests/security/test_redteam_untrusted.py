@@ -1,8 +1,8 @@
 """Red-team review of issue 12's fixes: inputs the issue did not list, built by an attacker who read the source.
 
-Each test builds the hostile input in ``tmp_path`` and asserts the safe behaviour. Holes still open
-are strict xfails whose reason names the hole; the rest are regression tests (most of them for holes
-this review found, since fixed: each failed on the code of 4744916 and bd6995c).
+Each test builds the hostile input in ``tmp_path`` and asserts the safe behaviour. Most are
+regression tests for holes this review found, since fixed (each failed on the code of 4744916 and
+bd6995c); the rest are attacks that held.
 """
 
 from __future__ import annotations
@@ -532,9 +532,6 @@ def test_a_pythonpath_entry_cannot_become_a_pth_import_line():
                              "pythonpath": ["src\nimport os; os.system('touch /tmp/redteam-pth')"]})
 
 
-@pytest.mark.xfail(strict=True, reason="taskset._bundle_repos checks only that out/repos/<name> exists before "
-                   "shutil.rmtree and copy_dir: an out folder from a stranger whose 'repos' is a link to a host "
-                   "folder makes 'tasks split' delete and overwrite that folder's <name> (a write outside out)")
 def test_a_split_never_writes_through_a_linked_repos_folder(tmp_path):
     from deepgym_envs.taskset import split_by_repo, write_split
 

@@ -105,6 +105,20 @@ def test_repo_path_outside_is_used_when_the_user_opts_in(tmp_path, monkeypatch):
         load_tasks(path, allow_repo_path_outside=False)
 
 
+def test_the_cli_opt_in_is_one_flag_for_every_subcommand(tmp_path, monkeypatch, capsys):
+    from deepgym_envs.cli import main
+
+    # main() sets the variable for the whole process: recorded here first, so it is undone after the test.
+    monkeypatch.setenv("DEEPGYM_ALLOW_REPO_PATH_OUTSIDE", "0")
+    monkeypatch.delenv("DEEPGYM_ALLOW_REPO_PATH_OUTSIDE")
+    mine = write_toy_repo(tmp_path / "my-projects" / "calc")
+    path = hub_folder(tmp_path, toy_row(mine, instance_id="mine__calc-2", repo_path="../../my-projects/calc"))
+    assert main(["tasks", "list", str(path)]) == 2
+    assert "--allow-repo-path-outside" in capsys.readouterr().out
+    assert main(["--allow-repo-path-outside", "tasks", "list", str(path), "--json"]) == 0
+    assert "mine__calc-2" in capsys.readouterr().out
+
+
 def test_a_dataset_row_may_not_name_a_host_path(tmp_path, host, monkeypatch):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
