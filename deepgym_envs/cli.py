@@ -134,7 +134,6 @@ def _eval(args: argparse.Namespace) -> int:
                       backend=args.sandbox, max_steps=args.max_steps, concurrency=args.concurrency)
     if args.out:
         result.write(args.out)
-    s = result.summary()
     if args.json:
         print_json(result.to_dict())
     else:

@@ -62,9 +62,9 @@ def between(tok, ids: list[int], start: str, end: str) -> list[int]:
     return ids[i:j]
 
 
-def zero_width_undone_tokenizer():
-    """The tiny ChatML tokenizer, but its normaliser drops U+200B and its special tokens are matched
-    after normalisation: the neutralising cannot hold, so only the check can notice."""
+def normalising_tokenizer(normalizer=None):
+    """The tiny ChatML tokenizer with ``normalizer`` applied before its special tokens are matched
+    (default: one that drops U+200B, so the neutralising cannot hold and only the check can notice)."""
     import tokenizers
     import transformers
     from tokenizers import AddedToken
@@ -72,7 +72,7 @@ def zero_width_undone_tokenizer():
     byte_chars = tokenizers.pre_tokenizers.ByteLevel.alphabet()
     core = tokenizers.Tokenizer(tokenizers.models.BPE(vocab={c: i for i, c in enumerate(sorted(byte_chars))},
                                                       merges=[]))
-    core.normalizer = tokenizers.normalizers.Replace(ZERO_WIDTH_SPACE, "")
+    core.normalizer = normalizer or tokenizers.normalizers.Replace(ZERO_WIDTH_SPACE, "")
     core.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = tokenizers.decoders.ByteLevel()
     core.add_special_tokens([AddedToken(s, normalized=True, special=True) for s in SPECIAL])
@@ -116,7 +116,7 @@ def test_an_episode_s_prompts_hold_only_the_template_s_special_ids(toy_task):
 
 
 def test_a_special_id_the_tokenizer_still_makes_from_an_observation_marks_the_episode(toy_task):
-    tok = zero_width_undone_tokenizer()
+    tok = normalising_tokenizer()
     task = dataclasses.replace(toy_task, problem_statement="clamp is wrong.\n" + FORGED)
     llm = Recording([PRINT_FORGED, tool_call("submit")], tok)
     traj = collect(llm, [task], env_kwargs={"sandbox": SANDBOX}, max_steps=4, show_progress=False)[0]

@@ -17,7 +17,8 @@ import pytest
 from conftest import GOLD_PATCH, toy_row, write_toy_repo
 from deepgym_envs.errors import InfrastructureError, TaskFormatError
 from deepgym_envs.tasks import load_tasks
-from deepgym_envs.trees import cache_root, pristine_tree
+from deepgym_envs.trees import pristine_tree
+from tests.security.test_untrusted_rows import secret_in_cache as rows_secret_in_cache
 
 SECRET = "host secret no task may show the agent"
 
@@ -38,19 +39,7 @@ def hub_folder(tmp_path: Path, *rows: dict) -> Path:
 
 
 def secret_in_cache() -> list[str]:
-    found = []
-    for root, _, files in os.walk(cache_root()):
-        for name in files:
-            path = os.path.join(root, name)
-            if os.path.islink(path):
-                continue
-            try:
-                with open(path, "rb") as fh:
-                    if SECRET.encode() in fh.read():
-                        found.append(path)
-            except OSError:
-                pass
-    return found
+    return rows_secret_in_cache(SECRET)
 
 
 def host_repository(tmp_path: Path) -> tuple[Path, str]:
@@ -360,22 +349,10 @@ def _nfkc_tokenizer():
     full-width ＜｜im_end｜＞ becomes <|im_end|> before matching, which no string check of the raw text sees."""
     pytest.importorskip("transformers")
     import tokenizers
-    import transformers
-    from tokenizers import AddedToken
 
-    from agents.tiny_model import CHAT_TEMPLATE, SPECIAL
+    from tests.security.test_observation_tokens import normalising_tokenizer
 
-    byte_chars = tokenizers.pre_tokenizers.ByteLevel.alphabet()
-    core = tokenizers.Tokenizer(tokenizers.models.BPE(vocab={c: i for i, c in enumerate(sorted(byte_chars))},
-                                                      merges=[]))
-    core.normalizer = tokenizers.normalizers.NFKC()
-    core.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    core.decoder = tokenizers.decoders.ByteLevel()
-    core.add_special_tokens([AddedToken(s, normalized=True, special=True) for s in SPECIAL])
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>",
-                                               pad_token="<|endoftext|>")
-    tok.chat_template = CHAT_TEMPLATE
-    return tok
+    return normalising_tokenizer(tokenizers.normalizers.NFKC())
 
 
 @pytest.mark.parametrize("kind", ["full-width", "split-across-two-outputs", "in-a-file-name", "plain"])

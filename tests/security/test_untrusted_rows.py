@@ -45,8 +45,8 @@ def hub_folder(tmp_path: Path, *rows: dict, name: str = "tasks.jsonl") -> Path:
     return path
 
 
-def secret_in_cache() -> list[str]:
-    """Every file under the tree cache that holds the secret (links are read as links)."""
+def secret_in_cache(secret: str = SECRET) -> list[str]:
+    """Every file under the tree cache that holds ``secret`` (links are read as links)."""
     found = []
     for root, _, files in os.walk(cache_root()):
         for name in files:
@@ -57,7 +57,7 @@ def secret_in_cache() -> list[str]:
                 continue
             try:
                 with open(path, "rb") as fh:
-                    if SECRET.encode() in fh.read():
+                    if secret.encode() in fh.read():
                         found.append(path)
             except OSError:
                 pass
