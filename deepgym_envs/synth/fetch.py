@@ -171,6 +171,11 @@ def _fetch_git(spec: SourceSpec, workdir: Path) -> Fetched:
         commit = run_git(["rev-parse", "HEAD"], cwd=dest).strip()
     except DeepgymError as exc:
         raise SynthError(f"cannot clone {spec.location}: {_last_line(str(exc))}") from None
+    # git checks out whatever links a repository holds: one to a host file would have synthesis read
+    # that file as the project's code. The same link rules as every other tree from strangers.
+    from deepgym_envs.untrusted_tree import prune_links
+
+    prune_links(dest)
     version = spec.version or commit[:12]
     return Fetched(spec, dest, spec.name, version, commit, spec.location)
 

@@ -167,6 +167,21 @@ def test_a_repositorys_build_backend_runs_in_the_sandbox_not_on_the_host(tmp_pat
     assert not marker.exists()
 
 
+def test_a_cloned_repositorys_links_out_of_it_are_removed_before_anything_reads_them(tmp_path):
+    """A link committed to a host file (here a Python file, so it would parse and be mutated)."""
+    host = _write(tmp_path / "host", {"settings.py": "API_KEY = 'host secret'\n"})
+    repo = _write(tmp_path / "evil", {"src/evil/__init__.py": "", "tests/test_x.py": "def test_x():\n    pass\n"})
+    os.symlink(host / "settings.py", repo / "src" / "evil" / "settings.py")
+    os.symlink("../../tests/test_x.py", repo / "src" / "evil" / "inside.py")  # stays inside: kept
+    _git_repo(repo, {})
+    fetched = fetch(SourceSpec.parse(f"git:{repo}"), tmp_path / "work")
+    package = fetched.root / "src" / "evil"
+    assert not os.path.lexists(package / "settings.py")
+    assert os.readlink(package / "inside.py") == "../../tests/test_x.py"
+    assert all("host secret" not in p.read_text() for p in read_layout(fetched.root).modules
+               for p in [fetched.root / p])
+
+
 # -- (b) a malicious sdist fetched as pypi:NAME==VERSION -------------------------------------------
 
 @pytest.mark.slow
