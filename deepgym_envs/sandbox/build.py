@@ -77,6 +77,9 @@ class BuildSandbox:
         settings = pip_settings()
         self.env = settings.env
         self._tmp = tempfile.mkdtemp(prefix="deepgym-build-")
+        # Searchable by the sandbox uid, so its empty tree and the input copies need no staging
+        # (as root a staged path would stay bound for the rest of the process).
+        os.chmod(self._tmp, 0o711)
         try:
             # The workspace is an empty tree: a build works in the directories it names.
             tree = os.path.join(self._tmp, "tree")

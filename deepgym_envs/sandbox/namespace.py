@@ -158,8 +158,11 @@ class NamespaceSandbox(HostViewSandbox):
             for host, _ in self._rw_binds:
                 identity.give(host, recursive=True)
             self._lower = staging.stager().stage(lower)
-            self._bind_sources = [staging.stager().stage(src) for src, _ in self._ro_binds]
-            self._rw_sources = [staging.stager().stage(host) for host, _ in self._rw_binds]
+            # A build step's own directories are staged for the step only (handed back at close).
+            self._transient = [host for host, _ in (*self._rw_binds, *extra_ro)]
+            self._bind_sources = [staging.stager().stage(src, transient=(src, dest) in extra_ro)
+                                  for src, dest in self._ro_binds]
+            self._rw_sources = [staging.stager().stage(host, transient=True) for host, _ in self._rw_binds]
         else:
             self._lower = lower
             self._bind_sources = [src for src, _ in self._ro_binds]
@@ -409,6 +412,8 @@ class NamespaceSandbox(HostViewSandbox):
             self._cgroup.close()
         # The mount existed only inside the holder's namespace, so this is a plain empty directory.
         remove_tree(self._tmp)
+        for host in getattr(self, "_transient", ()):
+            staging.stager().unstage(host)
 
 
 def _kill_holder(holder: subprocess.Popen, read_error: bool = False, wait: bool = True) -> str:

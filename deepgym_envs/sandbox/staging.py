@@ -14,6 +14,7 @@ ordinary user's: no extra process per sandbox or per reset.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import stat
@@ -56,15 +57,22 @@ class Stager:
             raise SandboxError("could not start the mount namespace that stages root-only paths")
         self.owner = os.getpid()
         self._staged: dict[str, str] = {}
+        self._users: dict[str, int] = {}  # how many sandboxes that will unstage a path use it now
         self._lock = threading.Lock()
 
-    def stage(self, path: str) -> str:
+    def stage(self, path: str, *, transient: bool = False) -> str:
         """Where the sandbox uid finds ``path`` inside the stager: ``path`` itself if anyone may
-        reach it, else a bind of it made the first time it is asked for."""
+        reach it, else a bind of it made the first time it is asked for.
+
+        ``transient``: a path used for a while only (a build step's directories), which the caller
+        hands back with :meth:`unstage`; the bind goes when its last user does, so a long run of
+        builds does not pile up mounts that every new holder copies."""
         path = os.path.realpath(path)
         if reachable_by_anyone(path):
             return path
         with self._lock:
+            if transient:
+                self._users[path] = self._users.get(path, 0) + 1
             if path in self._staged:
                 return self._staged[path]
             point = os.path.join(self.dir, str(len(self._staged)))
@@ -75,6 +83,27 @@ class Stager:
                 raise SandboxError(f"could not stage {path} for the sandbox uid: {proc.stderr.strip()[:300]}")
             self._staged[path] = point
             return point
+
+    def unstage(self, path: str) -> None:
+        """Hand back a path staged with ``transient=True``; unmounted when no user is left."""
+        path = os.path.realpath(path)
+        with self._lock:
+            if path not in self._users:
+                return  # reachable by anyone (never bound), or staged for good
+            self._users[path] -= 1
+            if self._users[path] > 0:
+                return
+            del self._users[path]
+            point = self._staged.pop(path)
+            subprocess.run(["nsenter", f"--mount=/proc/{self._proc.pid}/ns/mnt", "--", "umount", "-l", point],
+                           capture_output=True, timeout=30)
+            with contextlib.suppress(OSError):
+                os.rmdir(point)
+
+    def mounts(self) -> int:
+        """How many mounts the stager's namespace holds (what every new holder copies)."""
+        with open(f"/proc/{self._proc.pid}/mountinfo", "rb") as fh:
+            return fh.read().count(b"\n")
 
     def enter_as_sandbox_uid(self) -> list[str]:
         """argv prefix: run a program in the stager's namespace as the sandbox uid, no groups.

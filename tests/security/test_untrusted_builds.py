@@ -411,6 +411,28 @@ def test_a_build_step_writes_only_its_directories_and_sees_only_the_named_pip_fi
     assert SECRET_TEXT not in result.output
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root process stages paths for the sandbox uid")
+def test_build_steps_leave_no_mounts_behind_in_the_stager(tmp_path):
+    """Each step's directories are bound for that step only: a long synthesis run must not pile up
+    mounts that every later sandbox holder copies."""
+    from deepgym_envs.sandbox import staging
+    from deepgym_envs.sandbox.build import run_build
+
+    private = tmp_path / "private"  # under pytest's 0700 folder: only reachable once staged
+    private.mkdir(mode=0o700)
+    run_build(["true"], network=False)
+    before = staging.stager().mounts()
+    for i in range(3):
+        out, src = private / f"out{i}", private / f"src{i}"
+        out.mkdir()
+        src.mkdir()
+        (src / "input").write_text(str(i))
+        result = run_build(["sh", "-c", f"cat {src}/input > {out}/copy"], writable=[str(out)],
+                           readonly=[str(src)], network=False)
+        assert (out / "copy").read_text() == str(i), result.output
+    assert staging.stager().mounts() == before
+
+
 def test_without_the_namespace_backend_a_build_is_refused_not_run_on_the_host(tmp_path, monkeypatch, attack):
     from deepgym_envs.sandbox import namespace
     from deepgym_envs.sandbox.build import run_build
