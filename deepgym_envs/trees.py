@@ -115,7 +115,7 @@ def _build_from_commit(src: Path, base_commit: str, out: Path, origin: Origin, c
     ``base_commit``, ``git log`` works as in the real project); it cannot hold a later fix.
     """
     instance_id = origin.instance_id
-    gitdir = _source_git_dir(src, origin)
+    gitdir = source_git_dir(src, origin)
     # Another user's repository (root building it) is fine to read; its replace refs are not
     # followed. --git-dir: git never goes looking for a repository above or beside this one.
     safe = ["-c", "safe.directory=*", "--no-replace-objects", f"--git-dir={gitdir}"]
@@ -146,7 +146,7 @@ def _build_from_commit(src: Path, base_commit: str, out: Path, origin: Origin, c
     seal_object_store(out)
 
 
-def _source_git_dir(src: Path, origin: Origin) -> Path:
+def source_git_dir(src: Path, origin: Origin) -> Path:
     """The git directory of a source repository (``src/.git``, or ``src`` itself when bare).
 
     Everything git would read through it must lie inside ``src``: a ``.git`` file or link, a

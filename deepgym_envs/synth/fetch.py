@@ -156,11 +156,11 @@ def _fetch_git(spec: SourceSpec, workdir: Path) -> Fetched:
         location = str(local.resolve())
         # git clones whatever repository a local path's '.git' file, commondir or alternates name:
         # a downloaded folder could make a private host repository the synthesised project.
-        from deepgym_envs.trees import _source_git_dir
+        from deepgym_envs.trees import source_git_dir
         from deepgym_envs.untrusted_tree import Origin
 
         try:
-            _source_git_dir(local, Origin(str(spec), "--from", spec.name))
+            source_git_dir(local, Origin(str(spec), "--from", spec.name))
         except DeepgymError as exc:
             raise SynthError(f"cannot clone {spec.location}: {exc}") from None
     dest = workdir / "src"

@@ -475,7 +475,7 @@ def test_a_promisor_remote_hidden_from_the_config_text_never_runs(tmp_path, how)
     """A promisor remote git reads from an [include], from config.worktree, or with no extension at all
     (promisor=true is enough for git 2.39): none is in .git/config's text, so only GIT_NO_LAZY_FETCH
     (git >= 2.45.1, 2.39.4 and the other security releases) keeps the lazy fetch from running it; an
-    older git would need more than trees._source_git_dir's text check of .git/config."""
+    older git would need more than trees.source_git_dir's text check of .git/config."""
     marker = tmp_path / "ran-on-the-host"
     path = hub_folder(tmp_path, toy_row(tmp_path, instance_id=f"evil__promisor-{how}", repo_path="repos/x",
                                         base_commit="1" * 40, gold_reverse_base=False))
