@@ -50,6 +50,14 @@ class InfrastructureError(DeepgymError):
     """The harness itself failed: the result of this run says nothing about the agent."""
 
 
+class GitError(InfrastructureError):
+    """A git command failed; ``stderr`` is what git said (for messages that name their own context)."""
+
+    def __init__(self, message: str, stderr: str) -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
 class SandboxError(InfrastructureError):
     """A sandbox operation failed for reasons outside the agent's control."""
 

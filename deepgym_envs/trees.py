@@ -22,7 +22,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from deepgym_envs.errors import InfrastructureError, TaskFormatError
+from deepgym_envs.errors import GitError, InfrastructureError, TaskFormatError
 from deepgym_envs.tasks import Task
 from deepgym_envs.untrusted_tree import (Origin, TreeCaps, TreeTooLarge, check_cache_entry, copy_dir, escaping_links,
                                          prune_links)
@@ -340,7 +340,7 @@ def _git_apply(tree: Path, diff: str, *, reverse: bool, what: str) -> None:
         run_git(args, cwd=tree, input=diff)
     except InfrastructureError as exc:
         raise TaskFormatError(str(tree), None, "patch",
-                              f"{what} does not apply: {str(exc).removeprefix('git apply failed: ')}") from None
+                              f"{what} does not apply: {getattr(exc, 'stderr', exc)}") from None
 
 
 def tree_fingerprint(task: Task) -> str:
@@ -429,5 +429,22 @@ def run_git(args: list[str], *, cwd: str | Path = "/", input: str | None = None,
     proc = subprocess.run([*wrap, "git", *args], cwd=cwd, input=input, capture_output=True, text=True,
                           env={**git_env(), **(env or {})}, errors="surrogateescape")
     if check and proc.returncode != 0:
-        raise InfrastructureError(f"git {args[0]} failed: {proc.stderr.strip()[:2000]}")
+        stderr = proc.stderr.strip()[:2000]
+        raise GitError(f"git {_git_command(args)} in {_git_place(args, cwd)} failed: {stderr}", stderr)
     return proc.stdout
+
+
+def _git_command(args: list[str]) -> str:
+    """The subcommand of a git argv (``apply``), past its global options (``-C DIR``, ``-c K=V``)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in ("-C", "-c", "--git-dir", "--work-tree") else 1
+    return args[i] if i < len(args) else " ".join(args)
+
+
+def _git_place(args: list[str], cwd: str | Path) -> str:
+    for flag in ("-C", "--git-dir", "--work-tree"):
+        if flag in args[:-1]:
+            return args[args.index(flag) + 1]
+    git_dir = next((a.split("=", 1)[1] for a in args if a.startswith("--git-dir=")), None)
+    return git_dir or str(cwd)

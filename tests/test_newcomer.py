@@ -434,6 +434,27 @@ def test_a_task_file_with_a_control_character_is_named_once(tmp_path):
     assert " at at " not in str(info.value)
 
 
+def test_a_failed_git_command_names_itself_and_where_it_ran(tmp_path):
+    from deepgym_envs.errors import GitError
+    from deepgym_envs.trees import run_git
+
+    with pytest.raises(GitError) as info:
+        run_git(["-C", str(tmp_path), "-c", "core.quotepath=off", "rev-parse", "HEAD"])
+    assert str(info.value).startswith(f"git rev-parse in {tmp_path} failed: ")
+    assert "not a git repository" in info.value.stderr
+
+
+@needs_namespace
+def test_a_patch_that_does_not_apply_says_only_what_git_said(tmp_path, monkeypatch):
+    from deepgym_envs import grade, load_tasks
+
+    monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
+    [task] = load_tasks(write_task_file(tmp_path / "ts"))
+    verdict = grade(task, "--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n")
+    assert verdict.status == "unresolved" and "nope.py" in verdict.reason, verdict.reason
+    assert "git -C" not in verdict.reason and "/proc/" not in verdict.reason, verdict.reason
+
+
 # -- 10. pytest configuration -------------------------------------------------------------------
 
 def test_norecursedirs_extends_pytests_defaults(pytestconfig):

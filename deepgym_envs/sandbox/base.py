@@ -16,11 +16,11 @@ import signal
 import stat
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
-from deepgym_envs.errors import InfrastructureError, SandboxError, ToolError
+from deepgym_envs.errors import GitError, SandboxError, ToolError
 from deepgym_envs.sandbox import identity
 from deepgym_envs.trees import run_git
 
@@ -191,10 +191,8 @@ class HostViewSandbox:
         try:
             # --recount: hand- and model-written diffs often carry wrong hunk line counts.
             run_git(["-C", root, "apply", "--whitespace=nowarn", "--recount", "-"], input=diff, wrap=wrap)
-        except SandboxError:
-            raise
-        except InfrastructureError as exc:
-            raise ToolError(str(exc).replace("git apply failed: ", "")) from None
+        except GitError as exc:  # the patch does not apply: git's words, not the sandbox's paths
+            raise ToolError(exc.stderr) from None
 
     # -- files ---------------------------------------------------------------------------------
     def resolve(self, path: str, *, follow_last: bool = True) -> str:
