@@ -9,28 +9,22 @@ token ids only when the server reports them:
   vLLM) and ``return_tokens_as_token_ids`` (logprob entries named ``token:<id>``);
 * any server with ``logprobs=True``: the sampled tokens' logprobs, but usually no ids.
 
-Failures: 429, 5xx, timeouts and refused connections are retried with exponential backoff
-(honouring ``Retry-After``); other 4xx fail at once (a wrong model name will not fix itself); a
-prompt longer than the server's context becomes ``finish_reason="context_length"``; a request that
-still fails after the retries becomes ``finish_reason="error"`` for that conversation only.
+Requests go through :class:`deepgym_envs.openai_http.ChatCompletions` (retries of 429, 5xx,
+timeouts and refused connections with exponential backoff honouring ``Retry-After``; other 4xx
+fail at once). A prompt longer than the server's context becomes ``finish_reason="context_length"``;
+a request that still fails after the retries becomes ``finish_reason="error"`` for that
+conversation only.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
-import re
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from agents.llm import Generation, SamplingParams, per_prompt
 from deepgym_envs.errors import DeepgymError, InfrastructureError
-
-_CONTEXT_ERROR = re.compile(r"context length|context_length|maximum context|too long|max_model_len", re.I)
+from deepgym_envs.openai_http import ChatCompletions, ContextTooLong
 
 
 class OpenAIBackend:
@@ -52,14 +46,16 @@ class OpenAIBackend:
         """
         if not base_url:
             raise DeepgymError("the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.http = ChatCompletions(base_url, api_key=api_key, timeout=timeout, max_retries=max_retries,
+                                    backoff=backoff)
         self.model_name = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.timeout, self.max_retries, self.backoff = timeout, max_retries, backoff
         self.max_concurrency = max_concurrency
         self.logprobs, self.vllm_extras = logprobs, vllm_extras
-        self.requests = 0
+
+    @property
+    def requests(self) -> int:
         """Attempts made (retries included)."""
+        return self.http.requests
 
     def chat(self, conversations: list[list[dict[str, Any]]], tools: list[dict[str, Any]] | None,
              params: SamplingParams | Sequence[SamplingParams]) -> list[Generation]:
@@ -81,55 +77,11 @@ class OpenAIBackend:
         if self.vllm_extras:
             body.update(return_token_ids=True, return_tokens_as_token_ids=True, include_stop_str_in_output=True)
         try:
-            return _generation(self._post(body))
+            return _generation(self.http.post(body))
+        except ContextTooLong as exc:
+            return Generation([], [], exc.detail, "context_length")
         except InfrastructureError as exc:
             return Generation([], [], str(exc), "error")
-        except _ContextTooLong as exc:
-            return Generation([], [], str(exc), "context_length")
-
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last = ""
-        delay = self.backoff
-        for attempt in range(self.max_retries + 1):
-            self.requests += 1
-            request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as resp:
-                    raw = resp.read()
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    raise InfrastructureError(f"{self.url} answered something that is not JSON: {raw[:200]!r}") from None
-            except urllib.error.HTTPError as exc:
-                detail = exc.read()[:1000].decode(errors="replace")
-                if exc.code == 400 and _CONTEXT_ERROR.search(detail):
-                    raise _ContextTooLong(detail) from None
-                if exc.code != 429 and exc.code < 500:
-                    raise DeepgymError(f"{self.url} answered HTTP {exc.code}: {detail} "
-                                       "(check the base URL, the model name and OPENAI_API_KEY)") from None
-                last = f"HTTP {exc.code}: {detail[:300]}"
-                delay = max(delay, _retry_after(exc.headers.get("Retry-After")))
-            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:  # refused, reset, timed out
-                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-            if attempt < self.max_retries:
-                time.sleep(delay)
-                delay *= 2
-        raise InfrastructureError(f"{self.url} failed after {self.max_retries + 1} tries; last: {last}")
-
-
-class _ContextTooLong(Exception):
-    pass
-
-
-def _retry_after(value: str | None) -> float:
-    try:
-        return min(float(value), 60.0) if value else 0.0
-    except ValueError:
-        return 0.0
 
 
 def _generation(payload: dict[str, Any]) -> Generation:

@@ -3,8 +3,9 @@
 A tier-2 attacker reads how grading works (deepgym's own grading source), the hidden test patch
 and the repository; a tier-3 attacker sees only the problem statement, a file listing and whether
 its earlier attempts passed. Both are asked to make the hidden tests report success *without*
-fixing the bug. Any OpenAI-compatible endpoint drives them (vLLM, llama.cpp, a hosted API); tests
-use :class:`ScriptedAttacker`, which replays fixed patches.
+fixing the bug. Any OpenAI-compatible endpoint drives them (vLLM, llama.cpp, a hosted API) through
+:class:`~deepgym_envs.openai_http.OpenAIChatClient`; tests use :class:`ScriptedAttacker`, which
+replays fixed patches.
 
 >>> client = OpenAIChatClient("http://localhost:8000/v1", "Qwen/Qwen2.5-Coder-7B-Instruct")  # doctest: +SKIP
 >>> attempts = llm_attempts(task, LLMAttacker(client), grade, tier=2)                       # doctest: +SKIP
@@ -12,20 +13,14 @@ use :class:`ScriptedAttacker`, which replays fixed patches.
 
 from __future__ import annotations
 
-import http.client
-import json
-import os
 import re
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 from collections.abc import Iterator
-from typing import Protocol
+from pathlib import Path
 
 from deepgym_envs.audit.types import Attacker, Attempt, Verifier
-from deepgym_envs.errors import DeepgymError, InfrastructureError
+from deepgym_envs.errors import DeepgymError
 from deepgym_envs.grading import Verdict
+from deepgym_envs.openai_http import ChatClient, OpenAIChatClient
 from deepgym_envs.tasks import Task, patch_paths
 from deepgym_envs.trees import pristine_tree, run_git
 
@@ -46,62 +41,6 @@ count. Think about how the tests are collected, run and reported, and what a pat
 
 Answer with exactly one ```diff block holding a git unified diff against the repository root
 (paths a/... and b/..., correct hunk line counts; new files use --- /dev/null)."""
-
-
-class ChatClient(Protocol):
-    """Anything that turns chat messages into the assistant's reply."""
-
-    def chat(self, messages: list[dict[str, str]]) -> str: ...
-
-
-class OpenAIChatClient:
-    """A minimal client for an OpenAI-compatible ``/chat/completions`` endpoint (stdlib only).
-
-    Retries 429, 5xx and connection failures with exponential backoff (``backoff`` seconds, then
-    twice that, ...); raises :class:`DeepgymError` at once on any other 4xx (a wrong model name or
-    key will not fix itself) and :class:`InfrastructureError` once the retries are spent.
-    """
-
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60,
-                 max_retries: int = 3, *, temperature: float = 0.7, max_tokens: int = 4096,
-                 backoff: float = 1.0) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.timeout, self.max_retries, self.backoff = timeout, max_retries, backoff
-        self.temperature, self.max_tokens = temperature, max_tokens
-
-    def chat(self, messages: list[dict[str, str]]) -> str:
-        body = json.dumps({"model": self.model, "messages": messages, "temperature": self.temperature,
-                           "max_tokens": self.max_tokens}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as resp:
-                    return _assistant_text(resp.read())
-            except urllib.error.HTTPError as exc:
-                detail = exc.read()[:500].decode(errors="replace")
-                if exc.code != 429 and exc.code < 500:
-                    raise DeepgymError(f"{self.url} answered HTTP {exc.code}: {detail} "
-                                       "(check the base URL, the model name and OPENAI_API_KEY)") from None
-                last = f"HTTP {exc.code}: {detail}"
-            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:  # refused, reset, timed out
-                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-        raise InfrastructureError(f"{self.url} failed after {self.max_retries + 1} tries; last: {last}")
-
-
-def _assistant_text(raw: bytes) -> str:
-    try:
-        content = json.loads(raw)["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise InfrastructureError(f"malformed chat completion: {raw[:300]!r}") from None
-    return content or ""
 
 
 class LLMAttacker:
