@@ -24,12 +24,14 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from rich.markup import escape
 
 from agents.llm import SamplingParams
 from agents.trajectory import Trajectory
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.evaluation import EpisodeResult, EvalResult, select_tasks
+from deepgym_envs.evaluation import EpisodeResult, EvalResult, print_report, select_tasks
 
 LLM_AGENTS = ("openai", "vllm", "hf")
 RESULTS_DIR = Path("leaderboard/results")
@@ -43,6 +45,13 @@ class LLMEpisodeResult(EpisodeResult):
     """Tokens the model generated in this episode."""
     stop_reason: str = ""
 
+    COLUMNS: ClassVar[tuple[str, ...]] = ("task", "rollout", "verdict", "F2P", "P2P", "steps", "tokens", "stop",
+                                          "return")
+
+    def cells(self) -> tuple[str, ...]:
+        return (escape(self.task_id), str(self.rollout_index), self.verdict_cell(), *self.test_cells(),
+                str(self.steps), str(self.tokens), escape(self.stop_reason[:40]), f"{self.episode_return:.2f}")
+
 
 @dataclass
 class LLMEvalResult(EvalResult):
@@ -55,6 +64,13 @@ class LLMEvalResult(EvalResult):
         s.update(tasks=len({e.task_id for e in self.episodes}), episodes=len(self.episodes), k=self.k,
                  pass_at_k=pass_at_k(self.episodes, self.k), tokens=sum(e.tokens for e in self.episodes))
         return s
+
+    def headline(self) -> str:
+        s = self.summary()
+        passk = ", ".join(f"pass@{j} {100 * v:.1f}%" for j, v in s["pass_at_k"].items())
+        return (f"resolved {s['resolved']}/{s['episodes']} episodes ({100 * s['resolved_rate']:.1f}%), {passk}, "
+                f"no_verdict {s['no_verdict']}, mean steps {s['mean_steps']:.1f}, {s['tokens']} tokens, "
+                f"wall {s['wall_time']:.0f}s")
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
@@ -199,33 +215,15 @@ def run_llm_eval(args: argparse.Namespace) -> LLMEvalResult:
 def cli_llm_eval(args: argparse.Namespace) -> int:
     """``deepgym eval`` for the LLM agents: run, then print a per-episode table and the summary, or
     with ``--json`` the results document alone on stdout (notes on stderr)."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from deepgym_envs.progress import console, fail_without_verdicts, notes, print_json, print_no_verdicts, print_table
+    from deepgym_envs.progress import fail_without_verdicts, notes, print_json
 
     result = run_llm_eval(args)
     note = notes(args.json)
     if args.json:
         print_json(result.to_dict())
     else:
-        table = Table(title=f"{escape(args.agent)} {escape(result.model)} on {escape(str(args.tasks))} (k={args.k})")
-        for col in ("task", "rollout", "verdict", "F2P", "P2P", "steps", "tokens", "stop", "return"):
-            table.add_column(col, overflow="fold")
-        colors = {"resolved": "green", "unresolved": "red", "no_verdict": "yellow"}
-        for e in result.episodes:
-            f2p, p2p = e.fail_to_pass or {}, e.pass_to_pass or {}
-            table.add_row(escape(e.task_id), str(e.rollout_index), f"[{colors.get(e.status, 'white')}]{e.status}[/]",
-                          f"{f2p.get('passed', 0)}/{f2p.get('total', 0)}",
-                          f"{p2p.get('passed', 0)}/{p2p.get('total', 0)}", str(e.steps), str(e.tokens),
-                          escape(e.stop_reason[:40]), f"{e.episode_return:.2f}")
-        print_table(table)
-        print_no_verdicts(result.episodes)
-        s = result.summary()
-        passk = ", ".join(f"pass@{j} {100 * v:.1f}%" for j, v in s["pass_at_k"].items())
-        console().print(f"[bold]{escape(result.model)}[/]: resolved {s['resolved']}/{s['episodes']} episodes "
-                        f"({100 * s['resolved_rate']:.1f}%), {passk}, no_verdict {s['no_verdict']}, "
-                        f"mean steps {s['mean_steps']:.1f}, {s['tokens']} tokens, wall {s['wall_time']:.0f}s")
+        print_report(result, f"{escape(args.agent)} {escape(result.model)} on {escape(str(args.tasks))} (k={args.k})",
+                     result.model)
     for what, path in result.files.items():
         note.print(f"{what}: {escape(path)}", soft_wrap=True)
     return fail_without_verdicts(result.episodes, note)

@@ -10,12 +10,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
+
+from rich.markup import escape
+from rich.table import Table
 
 from deepgym_envs.env import SWEEnv
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.progress import progress_bar
+from deepgym_envs.progress import console, print_no_verdicts, print_table, progress_bar
 from deepgym_envs.tasks import Task
+
+_COLORS = {"resolved": "green", "unresolved": "red", "no_verdict": "yellow"}
 
 
 @dataclass
@@ -29,6 +34,22 @@ class EpisodeResult:
     reason: str = ""
     fail_to_pass: dict[str, int] = field(default_factory=dict)
     pass_to_pass: dict[str, int] = field(default_factory=dict)
+
+    #: The columns of :func:`print_report`'s table; :meth:`cells` fills one row of them.
+    COLUMNS: ClassVar[tuple[str, ...]] = ("task", "verdict", "F2P", "P2P", "steps", "return", "time (s)")
+
+    def cells(self) -> tuple[str, ...]:
+        """This episode's row of the results table (rich markup, names escaped)."""
+        return (escape(self.task_id), self.verdict_cell(), *self.test_cells(), str(self.steps),
+                f"{self.episode_return:.2f}", f"{self.duration:.1f}")
+
+    def verdict_cell(self) -> str:
+        return f"[{_COLORS.get(self.status, 'white')}]{self.status}[/]"
+
+    def test_cells(self) -> tuple[str, str]:
+        """FAIL_TO_PASS and PASS_TO_PASS as passed/total."""
+        f2p, p2p = self.fail_to_pass or {}, self.pass_to_pass or {}
+        return f"{f2p.get('passed', 0)}/{f2p.get('total', 0)}", f"{p2p.get('passed', 0)}/{p2p.get('total', 0)}"
 
 
 @dataclass
@@ -56,6 +77,12 @@ class EvalResult:
                 "mean_steps": sum(e.steps for e in self.episodes) / n if n else 0.0,
                 "wall_time": self.wall_time}
 
+    def headline(self) -> str:
+        """The summary line under the results table."""
+        s = self.summary()
+        return (f"resolved {s['resolved']}/{s['tasks']} ({100 * s['resolved_rate']:.0f}%), no_verdict "
+                f"{s['no_verdict']}, mean steps {s['mean_steps']:.1f}, wall {s['wall_time']:.0f}s")
+
     def to_dict(self) -> dict[str, Any]:
         return {"agent": self.agent, "task_set": self.task_set, "env_id": self.env_id, "backend": self.backend,
                 "created_at": self.created_at, "machine": {"python": platform.python_version(),
@@ -66,6 +93,21 @@ class EvalResult:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def print_report(result: EvalResult, title: str, who: str) -> None:
+    """The terminal view of an evaluation, for every agent: a row per episode, why each no_verdict
+    happened, then the summary line headed by ``who`` (the agent or the model). ``title`` is rich
+    markup: escape the names in it."""
+    episode_type = type(result.episodes[0]) if result.episodes else EpisodeResult
+    table = Table(title=title)
+    for col in episode_type.COLUMNS:
+        table.add_column(col, overflow="fold")
+    for e in result.episodes:
+        table.add_row(*e.cells())
+    print_table(table)
+    print_no_verdicts(result.episodes)
+    console().print(f"[bold]{escape(who)}[/]: {result.headline()}")
 
 
 def select_tasks(tasks: list[Task], patterns: Sequence[str] = (), limit: int = 0, *, source: object = "") -> list[Task]:
