@@ -32,6 +32,7 @@ from agents.llm import SamplingParams
 from agents.trajectory import Trajectory
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.evaluation import EpisodeResult, EvalResult, print_report, select_tasks
+from deepgym_envs.rewards import INVALID_ACTION
 
 LLM_AGENTS = ("openai", "vllm", "hf")
 RESULTS_DIR = Path("leaderboard/results")
@@ -97,7 +98,7 @@ def episode_result(traj: Trajectory) -> LLMEpisodeResult:
     return LLMEpisodeResult(
         task_id=traj.task_id, status=v.get("status", "no_verdict"), steps=len(traj.turns),
         episode_return=traj.episode_return, duration=float(traj.metadata.get("wall_time", 0.0)),
-        invalid_actions=sum(t.reward_components.get("invalid_action", 0.0) < 0 for t in traj.turns),
+        invalid_actions=sum(t.reward_components.get(INVALID_ACTION, 0.0) < 0 for t in traj.turns),
         reason=v.get("reason", ""), fail_to_pass=v.get("fail_to_pass") or {}, pass_to_pass=v.get("pass_to_pass") or {},
         rollout_index=traj.rollout_index, tokens=completion_tokens(traj), stop_reason=traj.stop_reason)
 

@@ -1,4 +1,4 @@
-"""Reward definitions (DESIGN §5).
+"""Reward definitions: the components of a step's reward, the reward modes and the gate.
 
 Every step's reward is the sum of named components, each reported separately in
 ``info["reward_components"]``:
@@ -27,11 +27,29 @@ return is −0.5 + 1.5 + 1 = 2 = (Φ_final − Φ_initial) + outcome, whatever p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from deepgym_envs.grading import Verdict
 
 REWARD_MODES = ("outcome", "process", "gated")
+
+#: The component names: keys of ``info["reward_components"]`` and of each recorded turn's.
+SHAPING, INVALID_ACTION, LOCALISATION = "shaping", "invalid_action", "localisation"
+OUTCOME, GATED_SHAPING = "outcome", "gated_shaping"
+#: The components paid for the episode's result; every other one is a process reward.
+OUTCOME_COMPONENTS = frozenset({OUTCOME, GATED_SHAPING})
+
+
+def passes_gate(outcome: float, threshold: float) -> bool:
+    """Gated Reward Accumulation: process rewards are paid only in episodes whose outcome reaches
+    ``threshold``. The environment (``gated`` mode) and the trainer (``reward="gated"``) share it."""
+    return outcome >= threshold
+
+
+def process_reward(components: Mapping[str, float]) -> float:
+    """The process part of one step's components: all but :data:`OUTCOME_COMPONENTS`."""
+    return float(sum(v for k, v in components.items() if k not in OUTCOME_COMPONENTS))
 
 
 @dataclass(frozen=True)
@@ -82,27 +100,27 @@ class RewardModel:
 
     def step(self, *, invalid: bool, phi: float | None = None, viewed_gold_file: bool = False) -> dict[str, float]:
         """Components of one step. ``phi``: the new state's potential, if it was graded."""
-        parts = {"invalid_action": -self.config.invalid_action_penalty if invalid else 0.0}
+        parts = {INVALID_ACTION: -self.config.invalid_action_penalty if invalid else 0.0}
         if phi is not None and self.config.shaped:
             # After a no_verdict the last known potential stands, so the sum still telescopes.
-            parts["shaping"] = 0.0 if self.phi is None else phi - self.phi
+            parts[SHAPING] = 0.0 if self.phi is None else phi - self.phi
             self.phi = phi
-            self._banked += parts["shaping"]
+            self._banked += parts[SHAPING]
         if viewed_gold_file and self.config.localisation_bonus and not self._localised:
             self._localised = True
-            parts["localisation"] = self.config.localisation_bonus
+            parts[LOCALISATION] = self.config.localisation_bonus
         return parts
 
     def finish(self, verdict: Verdict) -> dict[str, float]:
         if verdict.status == "no_verdict":
             return {}
         outcome = 1.0 if verdict.resolved else 0.0
-        parts = {"outcome": outcome}
+        parts = {OUTCOME: outcome}
         if self.config.mode == "gated":
-            parts["gated_shaping"] = self._banked if outcome >= self.config.gate_threshold else 0.0
+            parts[GATED_SHAPING] = self._banked if passes_gate(outcome, self.config.gate_threshold) else 0.0
         return parts
 
     def total(self, parts: dict[str, float]) -> float:
         """The scalar reward: every component, except shaping in gated mode (paid at the end)."""
-        counted = {k: v for k, v in parts.items() if not (self.config.mode == "gated" and k == "shaping")}
+        counted = {k: v for k, v in parts.items() if not (self.config.mode == "gated" and k == SHAPING)}
         return float(sum(counted.values()))

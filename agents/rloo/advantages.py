@@ -37,9 +37,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from agents.trajectory import Trajectory
+from deepgym_envs.rewards import OUTCOME, passes_gate, process_reward
 
-#: Reward components that are not "process" rewards: the verdict and the gated payout.
-OUTCOME_KEYS = frozenset({"outcome", "gated_shaping"})
 EPS = 1e-9
 
 
@@ -102,8 +101,8 @@ class GroupStats:
 def outcome_of(traj: Trajectory) -> float:
     """The episode's verdict as a number: the ``outcome`` component if paid, else resolved → 1."""
     for turn in reversed(traj.turns):
-        if "outcome" in turn.reward_components:
-            return float(turn.reward_components["outcome"])
+        if OUTCOME in turn.reward_components:
+            return float(turn.reward_components[OUTCOME])
     return 1.0 if traj.resolved else 0.0
 
 
@@ -116,18 +115,13 @@ def turn_rewards(traj: Trajectory, config: AdvantageConfig) -> list[float]:
         return [float(t.reward) for t in traj.turns]
     outcome = outcome_of(traj)
     only_outcome = [0.0] * (n - 1) + [outcome]
-    if config.reward == "outcome" or outcome < config.gate_threshold:
+    if config.reward == "outcome" or not passes_gate(outcome, config.gate_threshold):
         return only_outcome
     # gated and passed: the process components of every turn, plus the outcome once at the end
-    process = [_process_part(t.reward, t.reward_components) for t in traj.turns]
+    # (an env that does not itemise its rewards: everything but the end is process)
+    process = [process_reward(t.reward_components) if t.reward_components else float(t.reward) for t in traj.turns]
     process[-1] += outcome
     return process
-
-
-def _process_part(reward: float, components: dict[str, float]) -> float:
-    if not components:  # an env that does not itemise: everything but the end is process
-        return float(reward)
-    return float(sum(v for k, v in components.items() if k not in OUTCOME_KEYS))
 
 
 def returns_to_go(rewards: Sequence[float], gamma: float) -> list[float]:
