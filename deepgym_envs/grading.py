@@ -46,9 +46,9 @@ from typing import Any, Literal
 
 from deepgym_envs import canaries as canary_tests
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, ToolError
-from deepgym_envs.pyenv import sandbox_options
+from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.pytest_config import FLOOR, chooses_config, config_file_names, pristine_config_args
-from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.sandbox import HostPaths, Sandbox, SandboxLimits, WarmTests, make_sandbox
 from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, patch_paths
 from deepgym_envs.trees import pristine_tree, run_git, tree_fingerprint
@@ -195,11 +195,10 @@ def _applies_to_pristine(tree: Path, patch: str) -> bool:
 
 def _view_disk_full(sb: Sandbox, need: int) -> bool:
     """Whether the view's own (size-capped) filesystem has less room than ``need`` and some slack."""
-    host_root = getattr(sb, "host_root", None)
-    if host_root is None:
+    if not isinstance(sb, HostPaths):
         return False
     try:
-        st = os.statvfs(host_root())
+        st = os.statvfs(sb.host_root())
     except OSError:
         return False
     return st.f_bavail * st.f_frsize < 2 * need + (1 << 20)
@@ -243,14 +242,13 @@ def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = Fal
     ``warm``: use the sandbox's warm test server where it has one (same results, no interpreter
     start-up); any failure of the server itself falls back to a cold run.
     """
-    support = getattr(sb, "support_dir")
+    support = sb.support_dir
     pytest_args = ["-p", "no:cacheprovider", *args]
     # Plugins are not auto-loaded from installed packages: it is faster (pytest-benchmark alone
     # costs seconds here) and nothing the agent plants can register itself. Tasks that need a
     # plugin name it in their test_cmd (``-p NAME``).
     env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    warm_run = getattr(sb, "warm_pytest", None) if warm else None
-    result = warm_run(pytest_args, timeout, env) if warm_run is not None else None
+    result = sb.warm_pytest(pytest_args, timeout, env) if warm and isinstance(sb, WarmTests) else None
     if result is None:
         result = sb.exec(["python", f"{support}/deepgym_pytest.py", *pytest_args], timeout, env=env, report=True)
     return parse_report(result.report), result
@@ -357,9 +355,9 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
                       FlakyTestWarning, stacklevel=2)
     try:
         tree = pristine_tree(task)
-        options = sandbox_options(task)
-        with (views.view(tree, backend, limits, **options) if views is not None
-              else make_sandbox(tree, backend, limits, **options)) as sb:
+        spec = sandbox_spec(task)
+        with (views.view(tree, backend, limits, spec) if views is not None
+              else make_sandbox(tree, backend, limits, spec)) as sb:
             ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
             test_patch_files = set(patch_paths(task.test_patch))
             try:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from deepgym_envs.errors import InfrastructureError
+from deepgym_envs.sandbox.spec import SandboxSpec
 
 if TYPE_CHECKING:
     from deepgym_envs.sandbox.build import BuildSandbox
@@ -254,23 +255,28 @@ def pip_freeze(sb: "BuildSandbox", prefix: str) -> list[str]:
             and line.split("==")[0].lower() not in ("pip", "setuptools", "wheel")]
 
 
-def sandbox_options_for(env: PythonEnv | None) -> dict[str, Any]:
-    """Keyword arguments for :func:`deepgym_envs.sandbox.make_sandbox` that run in this environment."""
+def sandbox_spec_for(env: PythonEnv | None) -> SandboxSpec:
+    """The :class:`~deepgym_envs.sandbox.SandboxSpec` that runs in this environment (building it first)."""
     if env is None:
-        return {}
-    options: dict[str, Any] = {}
+        return SandboxSpec()
     prefix = ensure_env(env)
-    if prefix is not None:
-        options["python_prefix"] = str(prefix)
-    if env.pythonpath:
-        options["pythonpath"] = env.pythonpath
-    return options
+    return SandboxSpec(python_prefix=str(prefix) if prefix is not None else None, pythonpath=env.pythonpath)
+
+
+def sandbox_spec(task: Any) -> SandboxSpec:
+    """The sandbox spec a task's ``python_env`` asks for (the default one for tasks that name none)."""
+    raw = getattr(task, "python_env", None)
+    return sandbox_spec_for(PythonEnv.from_dict(raw)) if raw else SandboxSpec()
+
+
+def sandbox_options_for(env: PythonEnv | None) -> dict[str, Any]:
+    """:func:`sandbox_spec_for` as keyword arguments for :func:`deepgym_envs.sandbox.make_sandbox`."""
+    return sandbox_spec_for(env).options()
 
 
 def sandbox_options(task: Any) -> dict[str, Any]:
-    """The sandbox options a task's ``python_env`` asks for (``{}`` for tasks that name none)."""
-    raw = getattr(task, "python_env", None)
-    return sandbox_options_for(PythonEnv.from_dict(raw)) if raw else {}
+    """:func:`sandbox_spec` as keyword arguments (``{}`` for tasks that name no ``python_env``)."""
+    return sandbox_spec(task).options()
 
 
 def _base_python() -> str:

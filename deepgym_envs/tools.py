@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from deepgym_envs.actions import ToolCall, check_arguments
-from deepgym_envs.errors import ToolError
-from deepgym_envs.sandbox import Sandbox
+from deepgym_envs.errors import SandboxError, ToolError
+from deepgym_envs.sandbox import HostPaths, Sandbox
 
 MAX_OUTPUT_CHARS = 16_000
 MAX_SEARCH_MATCHES = 100
@@ -157,8 +157,9 @@ class Tools:
             rx = re.compile(pattern if regex else re.escape(pattern))
         except re.error as exc:
             raise ToolError(f"search: invalid regular expression: {exc}") from None
-        root = self.sandbox.resolve(path)  # type: ignore[attr-defined]
-        base = self.sandbox.resolve(".")  # type: ignore[attr-defined]
+        host = host_paths(self.sandbox)
+        root = host.resolve(path)
+        base = host.resolve(".")
         if not os.path.exists(root):
             raise ToolError(f"{path}: no such file or directory")
         matches: list[str] = []
@@ -282,8 +283,15 @@ class Tools:
         return ToolResult("submitted", submitted=True)
 
 
+def host_paths(sb: Sandbox) -> HostPaths:
+    """The sandbox's workspace by host path: search reads it from here, without a command per file."""
+    if not isinstance(sb, HostPaths):
+        raise SandboxError(f"{type(sb).__name__} shows no host path of its workspace, which view and search need")
+    return sb
+
+
 def _is_dir(sb: Sandbox, path: str) -> bool:
-    return os.path.isdir(sb.resolve(path))  # type: ignore[attr-defined]
+    return os.path.isdir(host_paths(sb).resolve(path))
 
 
 def _walk_files(root: str, wanted: Callable[[str], object] | None = None):

@@ -4,16 +4,23 @@
 >>> with make_sandbox(tree) as sb:                       # doctest: +SKIP
 ...     sb.exec(["python", "-c", "print(1)"]).stdout
 '1\\n'
+
+What a backend offers beyond :class:`Sandbox` is a capability protocol, checked with
+``isinstance``: :class:`HostPaths` (the workspace by host path), :class:`Renewable` (back to
+pristine in place), :class:`WarmTests` (a pre-imported test server). Options are a
+:class:`SandboxSpec`.
 """
 
 from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from typing import Any
 
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.sandbox.base import (WORKDIR, DirEntry, ExecResult, HostViewSandbox, Sandbox,
-                                       SandboxLimits)
+from deepgym_envs.sandbox.base import (WORKDIR, DirEntry, ExecResult, HostPaths, HostViewSandbox, Renewable,
+                                       Sandbox, SandboxLimits, WarmTests)
+from deepgym_envs.sandbox.spec import SandboxSpec
 
 BACKENDS = ("namespace", "local", "docker")
 
@@ -24,29 +31,36 @@ def default_backend() -> str:
 
 
 def make_sandbox(pristine: Path, backend: str | None = None, limits: SandboxLimits | None = None,
-                 **options: object) -> Sandbox:
+                 spec: SandboxSpec | None = None, **options: Any) -> Sandbox:
     """Open a sandbox over a pristine tree with the named backend.
 
     Default: ``docker`` for a tree taken from a container image (its task runs in that image),
-    else ``namespace``.
+    else ``namespace``. ``options`` are :class:`SandboxSpec` fields by name, over ``spec``; an
+    unknown one is a DeepgymError naming the valid ones, and one the backend cannot honour is a
+    SandboxUnavailable that says why.
     """
+    spec = SandboxSpec.from_options(spec, **options) if options else spec or SandboxSpec()
     backend = backend or ("docker" if Path(f"{pristine}.image").is_file() else default_backend())
+    if backend not in BACKENDS:
+        close = difflib.get_close_matches(backend, BACKENDS, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise DeepgymError(f"Unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}.{hint}")
+    spec.require(backend)
     if backend == "namespace":
         from deepgym_envs.sandbox.namespace import NamespaceSandbox
 
-        return NamespaceSandbox(pristine, limits, **options)  # type: ignore[arg-type]
+        return NamespaceSandbox(pristine, limits, warm_tests=spec.warm_tests, python_prefix=spec.python_prefix,
+                                pythonpath=spec.pythonpath, network=spec.network, writable=spec.writable,
+                                readonly=spec.readonly)
     if backend == "local":
         from deepgym_envs.sandbox.local import LocalSandbox
 
-        return LocalSandbox(pristine, limits, **options)  # type: ignore[arg-type]
-    if backend == "docker":
-        from deepgym_envs.sandbox.docker import DockerSandbox
+        return LocalSandbox(pristine, limits, python_prefix=spec.python_prefix, pythonpath=spec.pythonpath)
+    from deepgym_envs.sandbox.docker import DockerSandbox
 
-        return DockerSandbox(pristine, limits, **options)  # type: ignore[arg-type]
-    close = difflib.get_close_matches(backend, BACKENDS, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise DeepgymError(f"Unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}.{hint}")
+    return DockerSandbox(pristine, limits, image=spec.image, python_prefix=spec.python_prefix,
+                         pythonpath=spec.pythonpath)
 
 
-__all__ = ["BACKENDS", "WORKDIR", "DirEntry", "ExecResult", "HostViewSandbox", "Sandbox", "SandboxLimits",
-           "default_backend", "make_sandbox"]
+__all__ = ["BACKENDS", "WORKDIR", "DirEntry", "ExecResult", "HostPaths", "HostViewSandbox", "Renewable", "Sandbox",
+           "SandboxLimits", "SandboxSpec", "WarmTests", "default_backend", "make_sandbox"]

@@ -77,9 +77,16 @@ class DirEntry:
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """An isolated view of one repository. Every backend passes the same conformance tests."""
+    """An isolated view of one repository. Every backend passes the same conformance tests.
+
+    What only some backends offer is a capability of its own, checked with ``isinstance``:
+    :class:`HostPaths`, :class:`Renewable`, :class:`WarmTests`.
+    """
 
     workdir: str
+    """Where the repository appears to commands."""
+    support_dir: str
+    """Where deepgym's own helper files (the test runner) appear to commands."""
 
     def exec(self, cmd: list[str] | str, timeout: float | None = None, *, env: dict[str, str] | None = None,
              cwd: str | None = None, report: bool = False) -> ExecResult:
@@ -119,10 +126,38 @@ class Sandbox(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+@runtime_checkable
+class HostPaths(Protocol):
+    """A sandbox whose workspace this process can read by host path (every backend here)."""
+
+    def host_root(self) -> str:
+        """The workspace's root as the host sees it."""
+
+    def resolve(self, path: str, *, follow_last: bool = True) -> str:
+        """The host path of a workspace path; ToolError for anything that leads outside the workspace."""
+
+
+@runtime_checkable
+class Renewable(Protocol):
+    """A sandbox that goes back to its pristine tree in place, its processes kept (pooled grading views)."""
+
+    def renew(self) -> None:
+        """A fresh workspace, ``/tmp`` emptied, nothing of the last run left; SandboxError if not clean."""
+
+
+@runtime_checkable
+class WarmTests(Protocol):
+    """A sandbox with a pre-imported test server (see :mod:`.warm`)."""
+
+    def warm_pytest(self, args: list[str], timeout: float | None, env: dict[str, str]) -> ExecResult | None:
+        """Run deepgym's pytest runner with ``args`` on the server; None: run it cold instead."""
+
+
 class HostViewSandbox:
     """Shared implementation for backends whose workspace is reachable as a host path."""
 
     workdir = WORKDIR
+    support_dir: str
 
     def __init__(self, pristine: Path, limits: SandboxLimits) -> None:
         self.pristine = Path(pristine)

@@ -19,42 +19,48 @@ import contextlib
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Protocol
 
 from deepgym_envs.errors import InfrastructureError
-from deepgym_envs.sandbox import Sandbox, SandboxLimits, default_backend, make_sandbox
+from deepgym_envs.sandbox import Renewable, Sandbox, SandboxLimits, SandboxSpec, default_backend, make_sandbox
 
-Key = tuple[str, str, "SandboxLimits | None", tuple]
+Key = tuple[str, str, "SandboxLimits | None", SandboxSpec]
+
+
+class _View(Sandbox, Renewable, Protocol):
+    """What the pool keeps: only views it can renew."""
 
 
 class ViewPool:
-    """Renewable grading sandboxes by (tree, backend, limits, options); at most ``max_idle`` kept idle."""
+    """Renewable grading sandboxes by (tree, backend, limits, spec); at most ``max_idle`` kept idle."""
 
     def __init__(self, max_idle: int = 2) -> None:
         self.max_idle = max_idle
-        self._idle: OrderedDict[int, tuple[Key, Sandbox]] = OrderedDict()
+        self._idle: OrderedDict[int, tuple[Key, _View]] = OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
         self.lent = self.created = 0
 
     @contextlib.contextmanager
     def view(self, tree: Path, backend: str | None = None, limits: SandboxLimits | None = None,
-             **options: object) -> Iterator[Sandbox]:
+             spec: SandboxSpec | None = None) -> Iterator[Sandbox]:
         """A sandbox showing the pristine tree, for one grading run; kept afterwards if it is healthy.
 
-        ``options`` go to :func:`make_sandbox` (a task's Python environment, say) and are part of
+        ``spec`` goes to :func:`make_sandbox` (a task's Python environment, say) and is part of
         the key: a view is only reused for the same tree seen the same way.
         """
-        key: Key = (str(tree), backend or default_backend(), limits, tuple(sorted(options.items())))
-        sb = self._take(key)
-        if sb is not None:
+        spec = spec or SandboxSpec()
+        key: Key = (str(tree), backend or default_backend(), limits, spec)
+        taken = self._take(key)
+        sb: Sandbox | None = taken
+        if taken is not None:
             try:
-                sb.renew()  # type: ignore[attr-defined]
+                taken.renew()
             except InfrastructureError:  # a view that cannot be renewed is replaced, not a verdict lost
-                sb.close()
+                taken.close()
                 sb = None
         if sb is None:
-            sb = make_sandbox(tree, backend, limits, **options)
+            sb = make_sandbox(tree, backend, limits, spec)
             with self._lock:
                 self.created += 1
         with self._lock:
@@ -64,12 +70,12 @@ class ViewPool:
             yield sb
             healthy = True
         finally:
-            if healthy and hasattr(sb, "renew"):
+            if healthy and isinstance(sb, Renewable):
                 self._give(key, sb)
             else:
                 sb.close()
 
-    def _take(self, key: Key) -> Sandbox | None:
+    def _take(self, key: Key) -> _View | None:
         with self._lock:
             for ident, (k, sb) in self._idle.items():
                 if k == key:
@@ -77,7 +83,7 @@ class ViewPool:
                     return sb
         return None
 
-    def _give(self, key: Key, sb: Sandbox) -> None:
+    def _give(self, key: Key, sb: _View) -> None:
         evicted: list[Sandbox] = []
         with self._lock:
             if self._closed:
