@@ -1,11 +1,22 @@
-"""A tiny randomly initialised chat model, built locally (no download), for tests and CPU runs.
+"""Tiny randomly initialised models, built locally (no download), for tests and CPU runs.
 
-    python -m agents.tiny_model OUT_DIR [--layers 2] [--hidden 64] [--seed 0]
+They are real ``transformers`` objects, so the loop, the trainer, the checkpoints and
+``save_pretrained`` work on them exactly as on a downloaded model. Two kinds:
 
-writes a ``Qwen2ForCausalLM`` and a byte-level tokenizer with a tool-aware ChatML template
-(Hermes-style ``<tool_call>`` / ``<tool_response>``, like Qwen's) that ``AutoModelForCausalLM`` and
-``AutoTokenizer`` load like any hub model. Every byte is one token and there are no merges, so
-tokenisation is prefix-stable: the ids of a conversation are the ids of its pieces concatenated.
+* a chat model for SWE-v0 (:func:`build_tokenizer`, :func:`build_model`, :func:`write_tiny_model`):
+
+      python -m agents.tiny_model OUT_DIR [--layers 2] [--hidden 64] [--seed 0]
+
+  writes a ``Qwen2ForCausalLM`` and a byte-level tokenizer with a tool-aware ChatML template
+  (Hermes-style ``<tool_call>`` / ``<tool_response>``, like Qwen's) that ``AutoModelForCausalLM``
+  and ``AutoTokenizer`` load like any hub model. Every byte is one token and there are no merges,
+  so tokenisation is prefix-stable: the ids of a conversation are the ids of its pieces
+  concatenated;
+* a word-level policy small enough to train from scratch on a CPU (:func:`word_tokenizer`,
+  :func:`tiny_causal_lm`; ``agents.rloo.tiny`` names them for the trainer's grid world).
+
+>>> tok = word_tokenizer(["up", "down", "at", "0", "1"])
+>>> model = tiny_causal_lm(len(tok), seed=0)                      # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -13,11 +24,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from agents.llm import require
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+#: The word-level tokenizer's special tokens, ids 0..3 (pad, unk, bos, eos).
+WORD_SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
+_ARCHITECTURES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}
 
 #: ChatML with tools. Written without Jinja whitespace control so every newline is explicit.
 CHAT_TEMPLATE = (
@@ -56,16 +70,46 @@ def build_tokenizer() -> Any:
     return fast
 
 
-def build_model(tokenizer: Any, *, layers: int = 2, hidden: int = 64, heads: int = 4, seed: int = 0) -> Any:
+def word_tokenizer(words: Iterable[str]) -> Any:
+    """A ``PreTrainedTokenizerFast`` with one id per word (split on whitespace) plus the specials."""
+    tokenizers = require("tokenizers", "the tiny model")
+    transformers = require("transformers", "the tiny model")
+    vocab: dict[str, int] = {}
+    for word in (*WORD_SPECIALS, *words):
+        vocab.setdefault(word, len(vocab))
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    # joins words with spaces, which is all a word-level vocabulary needs
+    core.decoder = tokenizers.decoders.WordPiece(prefix="##")
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", unk_token="<unk>",
+                                                bos_token="<bos>", eos_token="<eos>")
+
+
+def tiny_causal_lm(vocab_size: int, *, seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4,
+                   kv_heads: int | None = None, max_positions: int = 256, arch: str = "llama",
+                   pad_token_id: int | None = 0, bos_token_id: int | None = 2, eos_token_id: int | None = 3) -> Any:
+    """A randomly initialised causal LM (``arch``: ``llama`` or ``qwen2``) with ``vocab_size`` tokens.
+
+    The default special ids are :func:`word_tokenizer`'s; ``kv_heads`` defaults to ``heads``.
+    """
     torch = require("torch", "the tiny model")
     transformers = require("transformers", "the tiny model")
-    config = transformers.Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), max_position_embeddings=32768,
-        tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None)
-    torch.manual_seed(seed)
-    return transformers.Qwen2ForCausalLM(config)
+    config_class, model_class = (getattr(transformers, name) for name in _ARCHITECTURES[arch])
+    config = config_class(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads or heads, max_position_embeddings=max_positions,
+        tie_word_embeddings=True, pad_token_id=pad_token_id, bos_token_id=bos_token_id, eos_token_id=eos_token_id)
+    with torch.random.fork_rng(devices=[]):  # seeded weights without touching the caller's RNG
+        torch.manual_seed(seed)
+        return model_class(config)
+
+
+def build_model(tokenizer: Any, *, layers: int = 2, hidden: int = 64, heads: int = 4, seed: int = 0) -> Any:
+    """The chat model for :func:`build_tokenizer`'s tokenizer: a Qwen2 with a 32k context."""
+    return tiny_causal_lm(len(tokenizer), seed=seed, hidden=hidden, layers=layers, heads=heads,
+                          kv_heads=max(1, heads // 2), max_positions=32768, arch="qwen2",
+                          pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
+                          eos_token_id=tokenizer.eos_token_id)
 
 
 def write_tiny_model(out_dir: str | Path, *, layers: int = 2, hidden: int = 64, seed: int = 0) -> Path:
