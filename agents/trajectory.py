@@ -1,4 +1,4 @@
-"""The trajectory schema (DESIGN §4): what the agent loop records and what the trainer consumes.
+"""The trajectory schema: what the agent loop records and what the trainer consumes.
 
 One :class:`Trajectory` per episode, one :class:`Turn` per model call. Token ids are the ones the
 engine actually produced or was fed — never re-tokenised from decoded text — so the flattened view

@@ -9,7 +9,7 @@ graded from their diffs, with everything grading adds (a fresh or renewed isolat
 applied, protected files restored, the report cross-checked), warm (pooled views, the default) and
 cold (``warm=False``). Prints JSON with candidates per second and the ratio to direct.
 
-Target (DESIGN §8): run_batch within 15 % of direct (ratio of times ≤ 1.15).
+Target (bench/README.md): run_batch within 15 % of direct (ratio of times ≤ 1.15).
 """
 
 from __future__ import annotations

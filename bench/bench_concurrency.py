@@ -11,7 +11,7 @@ check compares with the state before the first episode: descendant processes, de
 sandbox temp dirs and cgroups (this process's), deepgym-labelled containers (the whole engine's:
 other users of the machine can move that count), and this process's open descriptors and threads.
 
-Target (DESIGN §8): 64 concurrent episodes on a 2-core machine with nothing leaked.
+Target (bench/README.md): 64 concurrent episodes on a 2-core machine with nothing leaked.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ noisy machine. ``--files`` pads the task's repository with that many extra small
 that reset does not grow with the size of the tree (the namespace backend never copies it).
 A backend that cannot start here is reported as ``"unavailable: <reason>"``.
 
-Targets (DESIGN §8): namespace reset ≤ 20 ms median and ≥ 25× faster than docker; view / search /
+Targets (bench/README.md): namespace reset ≤ 20 ms median and ≥ 25× faster than docker; view / search /
 edit ≤ 5 ms median (the whole step: these tools start no process, so the step *is* the overhead).
 """
 

@@ -8,7 +8,7 @@ pair's per-test results must be identical (``identical_results``). The grading h
 ``grade(task, patch)`` (a fresh sandbox and interpreter) with ``grade(..., views=pool)`` (a
 renewed pooled view and its warm server) on the gold patch; verdicts must match.
 
-Target (DESIGN §8): warm ≥ 5× faster than cold for a one-test selection, with identical results.
+Target (bench/README.md): warm ≥ 5× faster than cold for a one-test selection, with identical results.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Turning what an agent emits into a :class:`ToolCall`.
 
-Accepted forms (DESIGN §4):
+Accepted forms:
 
 * assistant text with a hermes-style ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
   (what vLLM's hermes parser and Qwen models emit);

@@ -1,4 +1,4 @@
-"""Canary tests: per grading, randomly named tests planted beside the hidden ones (DESIGN §6.4).
+"""Canary tests: per grading, randomly named tests planted beside the hidden ones.
 
 The code under test runs inside the test process, so in principle it can rewrite any outcome the
 process reports. What it cannot do is tell which tests it must leave alone: each grading view gets

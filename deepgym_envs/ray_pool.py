@@ -368,7 +368,7 @@ class PooledEnv(gym.Env):
 
 def _dead_step(reason: str) -> Step:
     """What a step returns when the worker holding the environment died: the episode is over
-    and masked, exactly as when a local sandbox dies (DESIGN §4 Verdict)."""
+    and masked, exactly as when a local sandbox dies (a ``no_verdict``: see README "Reward")."""
     verdict = Verdict.no_verdict(reason)
     info = {"infrastructure_error": reason, "verdict": verdict.to_dict(), "masked": True, "reward_components": {}}
     return f"Error: the sandbox failed: {reason}", 0.0, True, False, info

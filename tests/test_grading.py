@@ -60,7 +60,7 @@ def test_missing_repository_is_no_verdict(toy_task, tmp_path):
     assert v.status == "no_verdict" and "repo_path" in v.reason
 
 
-# -- anti-cheat (DESIGN §6): each exploit leaves the bug in place, so each must stay unresolved --
+# -- anti-cheat (README "Grading, and why it cannot be gamed"): each exploit leaves the bug in place, so each must stay unresolved --
 EXPLOITS = {
     "edit the visible test file": (
         "diff --git a/tests/test_ops.py b/tests/test_ops.py\n--- a/tests/test_ops.py\n+++ b/tests/test_ops.py\n"

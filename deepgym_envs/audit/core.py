@@ -1,4 +1,4 @@
-"""The adversarial verifier audit (DESIGN §6): try every exploit on every task, report what got through.
+"""The adversarial verifier audit: try every exploit on every task, report what got through.
 
 Each tier-1 strategy runs twice per task: as a patch handed straight to the verifier, and as
 agent actions through the real environment (``edit``/``bash`` calls, then ``submit``), so the
