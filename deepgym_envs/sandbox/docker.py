@@ -42,7 +42,7 @@ from typing import Any
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable, ToolError
 from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, command_argv, command_env,
-                                       open_regular, remove_tree)
+                                       open_regular, remove_tree, task_python_env)
 from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR, docker_support_dir,
                                                  own_paths, sandbox_user)
 from deepgym_envs.sandbox.identity import own_tree
@@ -75,7 +75,10 @@ done
 _KILL_ALL = ["sh", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
 #: Emptied by reset (the workspace is reset from the host): scratch files, and System V IPC
 #: objects, which live in the container's IPC namespace as long as it does.
-_CLEAR_SCRATCH = ["sh", "-c", "find /tmp /dev/shm -mindepth 1 -delete; ipcrm --all 2>/dev/null; exit 0"]
+#: -xdev: a task's Python environment bound under /tmp is read-only and no scratch of the command's.
+_CLEAR_SCRATCH = ["sh", "-c", "find /tmp /dev/shm -xdev -mindepth 1 -delete; ipcrm --all 2>/dev/null; exit 0"]
+#: Host directories that are the image's own inside: a host Python there cannot be bound in.
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _PAGE = 4096
 
 
@@ -148,7 +151,15 @@ class DockerSandbox(CopiedWorkspace):
 
     support_dir = SUPPORT_DIR
 
-    def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, image: str | None = None) -> None:
+    def __init__(self, pristine: Path, limits: SandboxLimits | None = None, *, image: str | None = None,
+                 python_prefix: str | None = None, pythonpath: tuple[str, ...] | list[str] = ()) -> None:
+        """``python_prefix``: a task's environment (:mod:`deepgym_envs.pyenv`), bound read-only at
+        its host path with the interpreter it was made from, and first on ``PATH``;
+        ``pythonpath``: workspace directories the project is imported from. SandboxUnavailable
+        when that environment cannot run in the image."""
+        self._python_prefix = os.path.realpath(python_prefix) if python_prefix else None
+        self._pythonpath = tuple(pythonpath)
+        self._python_binds = python_env_binds(self._python_prefix) if self._python_prefix else []
         self._client = engine()
         self.image = image or image_for_tree(pristine) or default_image()
         config = require_image(self._client, self.image).attrs.get("Config") or {}
@@ -173,6 +184,8 @@ class DockerSandbox(CopiedWorkspace):
                 os.mkdir(self._workspace, 0o755)
                 os.mkdir(self._reports, 0o700)
             self._start()
+            if self._python_prefix:
+                self._check_python_env()
             shutil.copytree(self.pristine, self._workspace, symlinks=True, dirs_exist_ok=True)
             if self._volumes:
                 own_tree(self._workspace, (self._uid, self._gid))
@@ -181,9 +194,26 @@ class DockerSandbox(CopiedWorkspace):
             self._git(["update-index", "-q", "--refresh"], check=False)
         except BaseException as exc:
             self.close()
-            if isinstance(exc, Exception) and not isinstance(exc, SandboxError):
+            if isinstance(exc, Exception) and not isinstance(exc, (SandboxError, SandboxUnavailable)):
                 raise SandboxError(f"docker sandbox did not start ({str(exc)[:300]})") from exc
             raise
+
+    def _check_python_env(self) -> None:
+        """Run the task environment's interpreter once: a host Python the image cannot run (another
+        C library, a missing shared library) is refused here, not reported as failing tests."""
+        prefix = self._python_prefix
+        key = (self.image, prefix)
+        if key in _PYTHON_OK:
+            return
+        probe = self._run([EXEC_WRAPPER, f"{prefix}/bin/python", "-I", "-c", "import sys; print(sys.prefix)"],
+                          {"PATH": "/usr/bin:/bin"}, "/", 60)
+        if probe.exit_code != 0 or probe.stdout.strip() != prefix:
+            raise SandboxUnavailable(
+                f"the task's Python environment ({prefix}) does not run in the docker image {self.image!r}: "
+                f"{(probe.stderr or probe.stdout).strip()[-500:] or f'exit code {probe.exit_code}'}. It was built "
+                "from this host's interpreter, whose C library the image must share: choose sandbox='namespace', "
+                "or an image of this host's distribution")
+        _PYTHON_OK.add(key)
 
     # -- container -----------------------------------------------------------------------------
     def _start(self) -> None:
@@ -203,7 +233,8 @@ class DockerSandbox(CopiedWorkspace):
                    docker.types.Ulimit(name="msgqueue", soft=0, hard=0)]
         if lim.disk_bytes:
             ulimits.append(docker.types.Ulimit(name="fsize", soft=lim.disk_bytes, hard=lim.disk_bytes))
-        mounts = [docker.types.Mount(SUPPORT_DIR, docker_support_dir(), type="bind", read_only=True)]
+        mounts = [docker.types.Mount(SUPPORT_DIR, docker_support_dir(), type="bind", read_only=True),
+                  *python_env_mounts(self._python_binds, self._tmp)]
         if self._volumes:
             mounts += [self._tmpfs_volume(self.workdir, tree_bytes(self.pristine) + disk,
                                           f"uid={self._uid},gid={self._gid},mode=0755"),
@@ -278,7 +309,10 @@ class DockerSandbox(CopiedWorkspace):
              cwd: str | None = None, report: bool = False) -> ExecResult:
         self._check_open()
         argv = command_argv(cmd)
-        full_env = command_env({"PATH": self._path, **(env or {})})
+        full_env = task_python_env(command_env({"PATH": self._path, **(env or {})}), self._python_prefix,
+                                   self._pythonpath, self.workdir)
+        if self._python_prefix:  # the task's interpreter wins over the image's
+            full_env["PATH"] = f"{self._python_prefix}/bin:{full_env['PATH']}"
         name = secrets.token_hex(16) if report else ""
         if report:
             # A file outside the workspace, named afresh per run, that the wrapper opens as the
@@ -435,6 +469,53 @@ def _close_socket(sock: Any) -> None:
         except OSError:
             pass
 
+
+
+#: (image, environment prefix) pairs whose interpreter ran in that image.
+_PYTHON_OK: set[tuple[str, str | None]] = set()
+
+
+def python_env_binds(prefix: str) -> list[str]:
+    """Host directories a task environment needs, bound read-only at the same path: the
+    environment, and the installation its interpreter links to (a venv's ``python`` is a link to
+    it, and its standard library is there) unless that lies in the image's own system directories."""
+    binds = [prefix]
+    base = os.path.dirname(os.path.dirname(os.path.realpath(os.path.join(prefix, "bin", "python"))))
+    if not any(base == d or base.startswith(d + "/") for d in _SYSTEM_DIRS) and base != prefix and base != "/":
+        binds.append(base)
+    return binds
+
+
+def python_env_mounts(binds: list[str], scratch: str) -> list[Any]:
+    """Mounts for :func:`python_env_binds`, with what of deepgym's data they cover hidden.
+
+    What hides is an empty host directory of ``scratch``, bound read-only: a docker tmpfs would
+    not do, as the engine copies what lies beneath it into it.
+    """
+    import docker.types
+
+    from deepgym_envs.sandbox.namespace import _covered, _hidden_paths
+
+    def empty(name: str, inside: tuple[str, ...] = ()) -> str:
+        path = os.path.join(scratch, name)
+        for sub in ("", *inside):  # mount points made here: the bind is read-only to the engine too
+            os.makedirs(os.path.join(path, sub), exist_ok=True)
+            os.chmod(os.path.join(path, sub), 0o755)
+        return path
+
+    mounts = []
+    under_root = tuple(os.path.relpath(b, "/root") for b in binds if _covered(b, ["/root"]))
+    if under_root:
+        # An image's /root is its root's alone (0700): the sandbox uid could not reach a Python
+        # under it. Nothing of the image's /root is readable by that uid anyway.
+        mounts.append(docker.types.Mount("/root", empty("root", under_root), type="bind", read_only=True))
+    mounts += [docker.types.Mount(path, path, type="bind", read_only=True) for path in binds]
+    # The base installation's site-packages can hold this package's task files (gold patches,
+    # hidden tests), as the namespace backend knows.
+    hidden = [p for p in _hidden_paths(tuple(binds)) if _covered(p, binds)]
+    if hidden:
+        mounts += [docker.types.Mount(path, empty("empty"), type="bind", read_only=True) for path in hidden]
+    return mounts
 
 
 _TREE_BYTES: dict[str, int] = {}
