@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from agents.llm import SamplingParams
 from agents.trajectory import Trajectory
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.evaluation import EpisodeResult, EvalResult, print_report, select_tasks
+from deepgym_envs.leaderboard.results import pass_at_k as task_pass_at_k
 from deepgym_envs.rewards import INVALID_ACTION
 
 LLM_AGENTS = ("openai", "vllm", "hf")
@@ -82,13 +82,14 @@ class LLMEvalResult(EvalResult):
 
 
 def pass_at_k(episodes: list[EpisodeResult], k: int) -> dict[str, float]:
-    """Mean over tasks of 1 - C(n-c, j) / C(n, j) for j = 1..k (n rollouts, c resolved)."""
+    """pass@j for j = 1..k, each the mean over the tasks with at least j rollouts of the leaderboard's
+    unbiased per-task estimator."""
     by_task: dict[str, list[bool]] = {}
     for e in episodes:
         by_task.setdefault(e.task_id, []).append(e.status == "resolved")
     out = {}
     for j in range(1, k + 1):
-        values = [1.0 - math.comb(len(r) - sum(r), j) / math.comb(len(r), j) for r in by_task.values() if len(r) >= j]
+        values = [task_pass_at_k(len(r), sum(r), j) for r in by_task.values() if len(r) >= j]
         out[str(j)] = sum(values) / len(values) if values else 0.0
     return out
 
