@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.progress import console, fail_without_verdicts, notes, print_json, print_no_verdicts, print_table
+from deepgym_envs.progress import console, fail_without_verdicts, notes, print_json, print_table
 from deepgym_envs.tasks import ALLOW_OUTSIDE_ENV
 
 
@@ -122,7 +122,7 @@ def _batch(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from agents import AGENTS, make_agent
     from agents.evaluate import LLM_AGENTS, cli_llm_eval
-    from deepgym_envs.evaluation import evaluate, select_tasks
+    from deepgym_envs.evaluation import evaluate, print_report, select_tasks
     from deepgym_envs.tasks import load_tasks
 
     if args.agent in LLM_AGENTS:
@@ -137,29 +137,10 @@ def _eval(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        _eval_report(args, result)
+        print_report(result, f"{escape(args.agent)} on {escape(str(args.tasks))}", args.agent)
     if args.out:
         _note(args).print(f"results written to {escape(str(args.out))}")
     return fail_without_verdicts(result.episodes, _note(args))
-
-
-def _eval_report(args: argparse.Namespace, result: Any) -> None:
-    """The terminal view of an evaluation: per-task table, why each no_verdict happened, summary."""
-    table = Table(title=f"{escape(args.agent)} on {escape(str(args.tasks))}")
-    for col in ("task", "verdict", "F2P", "P2P", "steps", "return", "time (s)"):
-        table.add_column(col, overflow="fold")
-    colors = {"resolved": "green", "unresolved": "red", "no_verdict": "yellow"}
-    for e in result.episodes:
-        f2p, p2p = e.fail_to_pass or {}, e.pass_to_pass or {}
-        table.add_row(escape(e.task_id), f"[{colors[e.status]}]{e.status}[/]",
-                      f"{f2p.get('passed', 0)}/{f2p.get('total', 0)}", f"{p2p.get('passed', 0)}/{p2p.get('total', 0)}",
-                      str(e.steps), f"{e.episode_return:.2f}", f"{e.duration:.1f}")
-    print_table(table)
-    print_no_verdicts(result.episodes)
-    s = result.summary()
-    console().print(f"[bold]{escape(args.agent)}[/]: resolved {s['resolved']}/{s['tasks']} "
-                    f"({100 * s['resolved_rate']:.0f}%), no_verdict {s['no_verdict']}, mean steps "
-                    f"{s['mean_steps']:.1f}, wall {s['wall_time']:.0f}s")
 
 
 def _sandbox_check(args: argparse.Namespace) -> int:
