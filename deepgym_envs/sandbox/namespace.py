@@ -158,11 +158,14 @@ class NamespaceSandbox(HostViewSandbox):
             for host, _ in self._rw_binds:
                 identity.give(host, recursive=True)
             self._lower = staging.stager().stage(lower)
-            # A build step's own directories are staged for the step only (handed back at close).
-            self._transient = [host for host, _ in (*self._rw_binds, *extra_ro)]
-            self._bind_sources = [staging.stager().stage(src, transient=(src, dest) in extra_ro)
-                                  for src, dest in self._ro_binds]
-            self._rw_sources = [staging.stager().stage(host, transient=True) for host, _ in self._rw_binds]
+            self._transient: list[str] = []  # staged for this sandbox only: handed back at close
+            try:
+                self._bind_sources = [self._stage(src, transient=(src, dest) in extra_ro)
+                                      for src, dest in self._ro_binds]
+                self._rw_sources = [self._stage(host, transient=True) for host, _ in self._rw_binds]
+            except BaseException:
+                self._unstage()
+                raise
         else:
             self._lower = lower
             self._bind_sources = [src for src, _ in self._ro_binds]
@@ -179,6 +182,19 @@ class NamespaceSandbox(HostViewSandbox):
         except BaseException:
             self.close()
             raise
+
+    def _stage(self, path: str, *, transient: bool) -> str:
+        """Stage ``path`` for the sandbox uid (root only); a build step's own directories are
+        staged for this sandbox only and handed back by :meth:`_unstage`."""
+        staged = staging.stager().stage(path, transient=transient)
+        if transient:
+            self._transient.append(path)
+        return staged
+
+    def _unstage(self) -> None:
+        for path in getattr(self, "_transient", ()):
+            staging.stager().unstage(path)
+        self._transient = []
 
     # -- holder --------------------------------------------------------------------------------
     def _spawn_holder(self) -> subprocess.Popen:
@@ -412,8 +428,7 @@ class NamespaceSandbox(HostViewSandbox):
             self._cgroup.close()
         # The mount existed only inside the holder's namespace, so this is a plain empty directory.
         remove_tree(self._tmp)
-        for host in getattr(self, "_transient", ()):
-            staging.stager().unstage(host)
+        self._unstage()
 
 
 def _kill_holder(holder: subprocess.Popen, read_error: bool = False, wait: bool = True) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import os
 import shutil
 import stat
@@ -58,6 +59,8 @@ class Stager:
         self.owner = os.getpid()
         self._staged: dict[str, str] = {}
         self._users: dict[str, int] = {}  # how many sandboxes that will unstage a path use it now
+        self._permanent: set[str] = set()  # staged for good by someone: never unmounted
+        self._names = itertools.count()  # mount points are never reused, even after an unstage
         self._lock = threading.Lock()
 
     def stage(self, path: str, *, transient: bool = False) -> str:
@@ -71,18 +74,20 @@ class Stager:
         if reachable_by_anyone(path):
             return path
         with self._lock:
+            if path not in self._staged:
+                point = os.path.join(self.dir, str(next(self._names)))
+                os.mkdir(point)
+                proc = subprocess.run(["nsenter", f"--mount=/proc/{self._proc.pid}/ns/mnt", "--",
+                                       "mount", "--bind", path, point], capture_output=True, text=True, timeout=30)
+                if proc.returncode != 0:
+                    os.rmdir(point)
+                    raise SandboxError(f"could not stage {path} for the sandbox uid: {proc.stderr.strip()[:300]}")
+                self._staged[path] = point
             if transient:
                 self._users[path] = self._users.get(path, 0) + 1
-            if path in self._staged:
-                return self._staged[path]
-            point = os.path.join(self.dir, str(len(self._staged)))
-            os.mkdir(point)
-            proc = subprocess.run(["nsenter", f"--mount=/proc/{self._proc.pid}/ns/mnt", "--",
-                                   "mount", "--bind", path, point], capture_output=True, text=True, timeout=30)
-            if proc.returncode != 0:
-                raise SandboxError(f"could not stage {path} for the sandbox uid: {proc.stderr.strip()[:300]}")
-            self._staged[path] = point
-            return point
+            else:
+                self._permanent.add(path)
+            return self._staged[path]
 
     def unstage(self, path: str) -> None:
         """Hand back a path staged with ``transient=True``; unmounted when no user is left."""
@@ -94,6 +99,8 @@ class Stager:
             if self._users[path] > 0:
                 return
             del self._users[path]
+            if path in self._permanent:
+                return  # also staged for good (a tree, a Python, an environment)
             point = self._staged.pop(path)
             subprocess.run(["nsenter", f"--mount=/proc/{self._proc.pid}/ns/mnt", "--", "umount", "-l", point],
                            capture_output=True, timeout=30)

@@ -461,9 +461,6 @@ def own_stager():
     stager.close()
 
 
-@pytest.mark.xfail(strict=True, reason="sandbox/staging.py:78: a staged path's mount point is named by len(_staged), "
-                   "which shrinks when an earlier transient path is handed back: the next path gets the name of a "
-                   "live mount point, os.mkdir raises FileExistsError and that sandbox cannot start")
 @requires_root
 def test_staging_after_an_earlier_build_is_handed_back_gets_a_fresh_mount_point(tmp_path, own_stager):
     first, second, third = _private_dirs(tmp_path, "abc")
@@ -474,9 +471,6 @@ def test_staging_after_an_earlier_build_is_handed_back_gets_a_fresh_mount_point(
     assert _read_staged(own_stager, point) == "b"
 
 
-@pytest.mark.xfail(strict=True, reason="sandbox/staging.py:87-101: unstage() unmounts a path that a sandbox also "
-                   "staged for good (a pristine tree, a Python, an environment) once its transient users are gone: "
-                   "that sandbox's next holder (reset) finds nothing, or another path staged at the reused name")
 @requires_root
 def test_a_path_staged_for_good_survives_a_build_that_used_it_transiently(tmp_path, own_stager):
     (path,) = _private_dirs(tmp_path, "p")
@@ -517,6 +511,8 @@ import sys
 from deepgym_envs.sandbox import staging
 from deepgym_envs.sandbox.build import BuildSandbox
 out, ok, missing = sys.argv[1:]
+with BuildSandbox(network=False) as sb:  # stages what every sandbox binds for good (a Python under /root)
+    pass
 before = staging.stager().mounts()
 try:
     BuildSandbox(writable=[out], readonly=[missing], network=False)
@@ -528,9 +524,6 @@ with BuildSandbox(writable=[ok], network=False) as sb:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="sandbox/namespace.py:158-165 stages a build's directories before the try (177) that "
-                   "closes on failure, and staging.py:78-83 leaves the mount point of a failed bind: one failed start "
-                   "leaks the earlier binds and makes every later staging in the process fail (FileExistsError)")
 @requires_root
 @requires_namespace
 def test_a_build_that_fails_to_start_leaves_the_stager_as_it_was(tmp_path):
