@@ -135,7 +135,7 @@ def _build_from_commit(src: Path, base_commit: str, out: Path, origin: Origin, c
     run_git(["-c", "safe.directory=*", "--no-replace-objects", "fetch", "-q", "--no-tags", "--no-write-fetch-head",
              "--update-shallow", "--upload-pack", upload_pack, str(gitdir), sha], cwd=out, env=_SOURCE_ENV)
     run_git(["update-ref", "--no-deref", "HEAD", sha], cwd=out)
-    _check_commit_size(out, sha, caps, origin)
+    check_commit_size(out, sha, caps, origin)
     run_git(["reset", "-q", "--hard", "HEAD"], cwd=out)
     # The commit must stay what the row names (same id), so a link out of it is refused, not removed.
     escaping = escaping_links(out)
@@ -234,21 +234,24 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _check_commit_size(out: Path, sha: str, caps: TreeCaps, origin: Origin) -> None:
-    """Refuse a base commit whose checkout would be over the caps, before writing a byte of it
-    (a 1 GiB run of zeros is a few kilobytes in git's pack)."""
-    listing = run_git(["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", sha], cwd=out)
+def check_commit_size(repo: Path, rev: str, caps: TreeCaps, origin: Origin) -> None:
+    """Refuse a commit (or any tree-ish) of the repository at ``repo`` whose checkout would be over
+    the caps, before writing a byte of it (a 1 GiB run of zeros is a few kilobytes in git's pack)."""
+    listing = run_git(["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", "--end-of-options", rev], cwd=repo)
     budget_files, budget_bytes = 0, 0
     for entry in filter(None, listing.split("\0")):
         meta, _, rel = entry.partition("\t")
         size = meta.split()[-1]
         budget_files += 1
         budget_bytes += int(size) if size.isdigit() else 0
+        if caps.depth and rel.count("/") >= caps.depth:
+            raise TreeTooLarge(origin, "depth", caps.depth,
+                               f"the commit nests directories more than {caps.depth} deep ({rel[:200]}...)")
         if caps.files and budget_files > caps.files:
-            raise TreeTooLarge(origin, "files", caps.files, f"the base commit has more than {caps.files} entries")
+            raise TreeTooLarge(origin, "files", caps.files, f"the commit has more than {caps.files} entries")
         if caps.bytes and budget_bytes > caps.bytes:
             raise TreeTooLarge(origin, "bytes", caps.bytes,
-                               f"the base commit's files reach {budget_bytes} bytes at {rel!r} ({size} bytes)")
+                               f"the commit's files reach {budget_bytes} bytes at {rel!r} ({size} bytes)")
 
 
 def _init(out: Path) -> None:

@@ -18,6 +18,7 @@ one. Sizes are capped (:class:`TreeCaps`): a stranger's tree cannot fill the dis
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -431,3 +432,86 @@ def check_cache_entry(root: Path, caps: TreeCaps, origin: Origin) -> None:
         size = tree_bytes(root)
         if size > caps.cache_bytes:
             raise TreeTooLarge(origin, "cache_bytes", caps.cache_bytes, f"its cache entry would take {size} bytes")
+
+
+def remove_untrusted(path: Path | str) -> None:
+    """Remove ``path``, a folder code we do not trust wrote into (a build's scratch folder).
+
+    ``TemporaryDirectory``'s cleanup on Python < 3.11.8 (CVE-2023-6597) and ``shutil.rmtree``'s
+    usual error handlers chmod a path when an unlink is refused, following a link the build planted
+    there to any file of the user's. Here every step is relative to a directory descriptor opened
+    with ``O_NOFOLLOW``; only directories are made writable (through an ``O_PATH`` descriptor of
+    the directory itself); a link is unlinked, never followed. The walk keeps no Python recursion
+    and a bounded number of descriptors: a directory deeper than a few levels is first moved up
+    to the top (a build can nest directories far past the interpreter's recursion limit).
+    """
+    path = os.path.abspath(path)
+    parent = os.open(os.path.dirname(path) or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        name = os.path.basename(path)
+        try:
+            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            os.unlink(name, dir_fd=parent)
+            return
+        _remove_dir(parent, name)
+    finally:
+        os.close(parent)
+
+
+_REMOVE_DEPTH = 32
+
+
+def _open_writable_dir(parent: int, name: str) -> int:
+    """``name`` in ``parent``, a directory (never a link), made searchable and writable by its owner."""
+    flags = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    handle = os.open(name, os.O_PATH | flags, dir_fd=parent)
+    try:
+        st = os.fstat(handle)
+        if st.st_mode & 0o700 != 0o700 and st.st_uid == os.geteuid():
+            # The descriptor's /proc link names the directory it was opened on, never a link.
+            os.chmod(f"/proc/self/fd/{handle}", stat.S_IMODE(st.st_mode) | 0o700)
+    finally:
+        os.close(handle)
+    return os.open(name, os.O_RDONLY | flags, dir_fd=parent)
+
+
+def _remove_dir(parent: int, name: str) -> None:
+    top = _open_writable_dir(parent, name)
+    stack: list[tuple[int, str, list[str]]] = [(top, name, os.listdir(top))]
+    moved = 0
+    try:
+        while stack:
+            fd, here, names = stack[-1]
+            if not names:
+                stack.pop()
+                os.close(fd)
+                os.rmdir(here, dir_fd=stack[-1][0] if stack else parent)
+                continue
+            entry = names.pop()
+            try:
+                st = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                os.unlink(entry, dir_fd=fd)
+                continue
+            child = _open_writable_dir(fd, entry)
+            if len(stack) < _REMOVE_DEPTH:
+                stack.append((child, entry, os.listdir(child)))
+                continue
+            os.close(child)
+            while True:  # a name at the top that is not taken yet
+                moved += 1
+                try:
+                    os.rename(entry, f".deepgym-rm-{moved}", src_dir_fd=fd, dst_dir_fd=top)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                        raise
+            stack[0][2].append(f".deepgym-rm-{moved}")
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)

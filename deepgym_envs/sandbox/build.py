@@ -201,8 +201,10 @@ def _configured_values(environment: tuple[tuple[str, str], ...]) -> tuple[str, .
     """The path-naming options of every pip configuration file, as ``pip config list`` shows them
     (pip's own reading, run on the host: it runs no package code)."""
     try:
-        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                             timeout=60, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}).stdout
+        # -I and cwd="/": a pip/ folder in the caller's working directory (or on PYTHONPATH)
+        # would otherwise be the pip that runs, on the host.
+        out = subprocess.run([sys.executable, "-I", "-m", "pip", "config", "list"], capture_output=True, text=True,
+                             timeout=60, cwd="/", env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}).stdout
     except (OSError, subprocess.TimeoutExpired):
         return ()
     values: list[str] = []

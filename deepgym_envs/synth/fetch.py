@@ -163,12 +163,19 @@ def _fetch_git(spec: SourceSpec, workdir: Path) -> Fetched:
             source_git_dir(local, Origin(str(spec), "--from", spec.name))
         except DeepgymError as exc:
             raise SynthError(f"cannot clone {spec.location}: {exc}") from None
+    from deepgym_envs.trees import check_commit_size
+    from deepgym_envs.untrusted_tree import Origin, TreeCaps, TreeTooLarge
+
     dest = workdir / "src"
     try:
-        run_git(["clone", "-q", location, str(dest)])
-        if spec.version:
-            run_git(["checkout", "-q", "--detach", spec.version], cwd=dest)
-        commit = run_git(["rev-parse", "HEAD"], cwd=dest).strip()
+        # --no-checkout: a blob of zeros a few KiB packed is its full size on the disk once checked
+        # out, so the commit's listing is held to the tree caps first.
+        run_git(["clone", "-q", "--no-checkout", location, str(dest)])
+        commit = _resolve(dest, spec.version or "HEAD")
+        check_commit_size(dest, commit, TreeCaps.from_env(), Origin(str(spec), "--from", spec.name))
+        run_git(["checkout", "-q", "--detach", commit], cwd=dest)
+    except TreeTooLarge as exc:
+        raise SynthError(f"{spec.location}: {exc}") from None
     except DeepgymError as exc:
         raise SynthError(f"cannot clone {spec.location}: {_last_line(str(exc))}") from None
     # git checks out whatever links a repository holds: one to a host file would have synthesis read
@@ -178,6 +185,17 @@ def _fetch_git(spec: SourceSpec, workdir: Path) -> Fetched:
     prune_links(dest)
     version = spec.version or commit[:12]
     return Fetched(spec, dest, spec.name, version, commit, spec.location)
+
+
+def _resolve(repo: Path, rev: str) -> str:
+    """The commit ``rev`` names: a commit, tag or local branch, else a branch of the origin (what
+    ``git checkout BRANCH`` would have made a local branch of)."""
+    for name in (rev, f"refs/remotes/origin/{rev}"):
+        found = run_git(["rev-parse", "-q", "--verify", "--end-of-options", f"{name}^{{commit}}"], cwd=repo,
+                        check=False).strip()
+        if found:
+            return found
+    raise SynthError(f"{rev!r} is not a commit, tag or branch of the repository")
 
 
 def _last_line(text: str) -> str:

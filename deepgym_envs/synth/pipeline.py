@@ -32,6 +32,7 @@ from deepgym_envs.synth.statement import Observation, test_source, write_stateme
 from deepgym_envs.synth.writer import RepoWriter, TaskDraft, task_row, write_rows
 from deepgym_envs.tasks import Task, load_tasks
 from deepgym_envs.trees import pristine_tree
+from deepgym_envs.untrusted_tree import remove_untrusted
 
 #: Extra pytest arguments every synthesised task runs with: the project's own ``addopts`` often
 #: name plugins (coverage, xdist) the grading runner does not load.
@@ -95,7 +96,9 @@ def synthesize(spec: SourceSpec, out: Path, config: SynthConfig) -> PackageRepor
     report = PackageReport(str(spec))
     start = time.monotonic()
     out = out.resolve()  # git runs in other directories
-    with tempfile.TemporaryDirectory(prefix="deepgym-synth-") as tmp:
+    # Not TemporaryDirectory: its cleanup (Python < 3.11.8) chmods through links a build planted.
+    tmp = tempfile.mkdtemp(prefix="deepgym-synth-")
+    try:
         try:
             _synthesize(spec, out, config, Path(tmp), report)
             report.ok = report.written > 0
@@ -110,6 +113,8 @@ def synthesize(spec: SourceSpec, out: Path, config: SynthConfig) -> PackageRepor
 
             traceback.print_exc()
             report.reason = f"internal error ({type(exc).__name__}: {exc}); please report it"
+    finally:
+        remove_untrusted(tmp)
     report.seconds = time.monotonic() - start
     return report
 

@@ -27,6 +27,7 @@ from deepgym_envs.pyenv import (PythonEnv, check_requirement, ensure_env, make_v
                                 pip_uninstall)
 from deepgym_envs.sandbox.build import BuildSandbox
 from deepgym_envs.synth.fetch import Fetched, SynthError
+from deepgym_envs.untrusted_tree import remove_untrusted
 
 #: Directories that hold no library code worth mutating.
 _SKIP_DIRS = {"docs", "doc", "examples", "example", "benchmarks", "bench", "build", "dist", "scripts",
@@ -131,7 +132,9 @@ def _frozen_requirements(fetched: Fetched) -> tuple[str, ...]:
     """Install the project with its test extras into a scratch environment, inside a build
     sandbox, and return what that environment holds, pinned, the project itself left out."""
     extras = _test_extras(fetched.root)
-    with tempfile.TemporaryDirectory(prefix="deepgym-synth-build-") as tmp:
+    # Not TemporaryDirectory: its cleanup (Python < 3.11.8) chmods through links the build planted.
+    tmp = tempfile.mkdtemp(prefix="deepgym-synth-build-")
+    try:
         # A copy: an in-tree build leaves build/lib (the unbroken package) and egg-info in the
         # source, which would otherwise end up in every task's base state.
         build_src = Path(tmp) / "src" / fetched.root.name
@@ -147,6 +150,8 @@ def _frozen_requirements(fetched: Fetched) -> tuple[str, ...]:
             pip_install(sb, str(venv), ["--prefer-binary", "pytest"])  # a no-op when the extras brought one
             pip_uninstall(sb, str(venv), fetched.name)
             frozen = pip_freeze(sb, str(venv))
+    finally:
+        remove_untrusted(tmp)
     for line in frozen:  # written by the installed packages' metadata: untrusted text
         try:
             check_requirement(line)

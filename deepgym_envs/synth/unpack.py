@@ -9,7 +9,9 @@ takes only what a source distribution needs:
   ``O_NOFOLLOW`` and files opened with ``O_EXCL``: nothing is ever written through a link;
 * symbolic links only with relative targets that descend (no ``..`` component, not absolute),
   made after every file, so no member is extracted through one and no chain of them leaves;
-* no hard links, devices, FIFOs, duplicate names or names with ``..``;
+* no hard links, devices, FIFOs, sparse members, duplicate names or names with ``..``;
+* names at most :attr:`~deepgym_envs.untrusted_tree.TreeCaps.depth` components deep and 4096
+  characters long, and every directory a name implies counted as a member;
 * at most :attr:`UnpackLimits.max_bytes` bytes, :attr:`~UnpackLimits.max_files` members and an
   expansion :attr:`~UnpackLimits.max_ratio` times the archive's size, counted on the bytes really
   decompressed (headers lie), so a bomb stops at the cap.
@@ -24,7 +26,6 @@ import bz2
 import gzip
 import lzma
 import os
-import shutil
 import stat
 import tarfile
 import zipfile
@@ -33,10 +34,13 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from deepgym_envs.errors import DeepgymError
+from deepgym_envs.untrusted_tree import TreeCaps, remove_untrusted
 
 _CHUNK = 1 << 20
 #: Below this many bytes the ratio is not checked: a tiny archive of repetitive text is no bomb.
 _RATIO_FLOOR = 1 << 20
+#: PATH_MAX: no name a project needs is longer, and a longer one is only made to exhaust something.
+_MAX_NAME = 4096
 
 
 class UnpackError(DeepgymError):
@@ -75,7 +79,7 @@ def unpack(archive: Path | str, dest: Path | str, limits: UnpackLimits = UnpackL
         out.finish()
     except BaseException:
         out.close()
-        shutil.rmtree(dest, ignore_errors=True)
+        remove_untrusted(dest)
         raise
     out.close()
 
@@ -145,6 +149,7 @@ class _CountingReader:
 
 
 def _unpack_tar(counter: _Counter, out: "_Tree") -> None:
+    written = _Counter(counter.raw, counter.size, counter.limits, counter.name)
     try:
         with tarfile.open(fileobj=counter.stream(), mode="r|") as tf:  # type: ignore[call-overload]
             for member in tf:
@@ -152,10 +157,17 @@ def _unpack_tar(counter: _Counter, out: "_Tree") -> None:
                 path = out.member(member.name)
                 if member.isdir():
                     out.directory(path)
+                elif member.issparse():
+                    # tarfile makes a sparse member's holes without reading the archive: the
+                    # counter would see a few bytes of map while gigabytes reach the disk.
+                    raise UnpackError(f"{out.archive}: {member.name!r} is a sparse file: only plain files, "
+                                      "directories and links within the archive are taken")
                 elif member.isreg():
                     src = tf.extractfile(member)
                     assert src is not None
-                    out.file(path, _chunks(src), executable=bool(member.mode & 0o100))
+                    # The stream counts what tarfile reads; what reaches the disk is counted on its
+                    # own, as a zip member's is, so it is capped whatever tarfile makes of a member.
+                    out.file(path, _counted(_chunks(src), written), executable=bool(member.mode & 0o100))
                 elif member.issym():
                     out.symlink(path, member.linkname)
                 else:
@@ -218,6 +230,7 @@ class _Tree:
         self.seen: set[tuple[str, ...]] = set()
         self.links: list[tuple[tuple[str, ...], str]] = []
         self.members = 0
+        self.depth = TreeCaps.from_env().depth
 
     def count(self, n: int = 1) -> None:
         self.members += n
@@ -230,6 +243,13 @@ class _Tree:
         parts = tuple(p for p in name.split("/") if p not in ("", "."))
         if not parts or name.startswith("/") or ".." in parts or any("\0" in p for p in parts):
             raise UnpackError(f"{self.archive}: unsafe path {name!r} in the archive")
+        # One member names every directory above it: 382 bytes of tar.gz made 100,000 of them.
+        if len(name) > _MAX_NAME:
+            raise UnpackError(f"{self.archive}: a member's name is {len(name)} characters long "
+                              f"(at most {_MAX_NAME} are taken): {name[:200]!r}...")
+        if self.depth and len(parts) > self.depth:
+            raise UnpackError(f"{self.archive}: {name[:200]!r}... nests {len(parts)} levels deep, over the cap of "
+                              f"{self.depth} (DEEPGYM_MAX_TREE_DEPTH)")
         return parts
 
     def _dir_fd(self, parts: tuple[str, ...], create: bool) -> int:
@@ -240,6 +260,7 @@ class _Tree:
                 if create:
                     try:
                         os.mkdir(part, 0o755, dir_fd=fd)
+                        self.count()  # a directory no member names is still one on the disk
                     except FileExistsError:
                         pass
                 nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
@@ -249,9 +270,21 @@ class _Tree:
         except OSError as exc:
             os.close(fd)
             raise UnpackError(f"{self.archive}: cannot make {'/'.join(parts)!r} a directory ({exc.strerror})") from None
+        except BaseException:
+            os.close(fd)
+            raise
 
     def directory(self, parts: tuple[str, ...]) -> None:
-        os.close(self._dir_fd(parts, create=True))
+        parent = self._dir_fd(parts[:-1], create=True)
+        try:
+            os.mkdir(parts[-1], 0o755, dir_fd=parent)  # counted as the member it is
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise UnpackError(f"{self.archive}: cannot make {'/'.join(parts)!r} a directory ({exc.strerror})") from None
+        finally:
+            os.close(parent)
+        os.close(self._dir_fd(parts, create=False))  # refuses what is not a directory (a link, a file)
 
     def _new(self, parts: tuple[str, ...]) -> None:
         if parts in self.seen:

@@ -17,7 +17,6 @@ import stat
 import subprocess
 import sys
 import tarfile
-import tempfile
 import textwrap
 import time
 import unicodedata
@@ -100,8 +99,6 @@ def _pax_sparse(path: Path, size: int) -> None:
         tf.addfile(info, io.BytesIO(b""))
 
 
-@pytest.mark.xfail(strict=True, reason="synth/unpack.py:155-158 takes a sparse member as a regular file; its holes "
-                   "are made by tarfile without reading the archive, so neither the byte nor the ratio cap sees them")
 @pytest.mark.parametrize("make", [_gnu_sparse, _pax_sparse], ids=["gnu", "pax"])
 def test_a_sparse_tar_member_counts_its_holes_against_the_caps(tmp_path, make):
     archive = tmp_path / "sparse-1.0.tar"
@@ -126,9 +123,6 @@ def test_a_pax_header_or_long_name_claiming_gigabytes_stops_at_the_cap(tmp_path)
         assert not (tmp_path / f"dest-{name}").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="synth/unpack.py:228-248 (_Tree.member/_dir_fd) makes every parent directory a "
-                   "member names without counting it or bounding the depth: a 382-byte archive made 100,000 nested "
-                   "directories (400 MB of directory blocks) that shutil.rmtree (recursive on 3.11) cannot remove")
 def test_directories_a_single_deep_member_implies_count_against_the_caps(tmp_path):
     archive = tmp_path / "deep-1.0.tar.gz"
     with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tf:
@@ -185,9 +179,6 @@ def test_zip_names_with_backslashes_drive_letters_and_unicode_forms_stay_inside(
     assert sorted(p.name for p in (tmp_path / "box").iterdir()) == ["dest"]
 
 
-@pytest.mark.xfail(strict=True, reason="synth/fetch.py:168-178 clones and checks out a git source with no cap: a "
-                   "blob of zeros a few KiB packed becomes its full size on the host's disk; TreeCaps "
-                   "(DEEPGYM_MAX_TREE_BYTES/FILES/DEPTH) apply to pristine trees only, after the clone")
 def test_a_git_source_is_checked_out_within_the_tree_caps(tmp_path, monkeypatch):
     repo = tmp_path / "bigrepo"
     repo.mkdir()
@@ -290,9 +281,6 @@ def test_index_credentials_never_reach_a_packages_build_backend(tmp_path, wheelh
     assert token not in installed
 
 
-@pytest.mark.xfail(strict=True, reason="sandbox/build.py:204: `python -m pip config list` runs on the host with the "
-                   "caller's working directory first on sys.path, so a pip/ package in that folder (a task set "
-                   "someone shared, run from its folder) runs on the host at every build; needs -I (or cwd='/')")
 def test_reading_the_pip_configuration_never_imports_from_the_working_directory(tmp_path, monkeypatch):
     from deepgym_envs.sandbox.build import pip_settings
 
@@ -407,10 +395,6 @@ def test_links_and_fifos_a_backend_plants_in_the_download_folder_are_refused_unr
     assert not (tmp_path / "work" / "src").exists()
 
 
-@pytest.mark.xfail(not hasattr(tempfile, "_dont_follow_symlinks"), strict=True,
-                   reason="synth/project.py:134 and synth/pipeline.py:98 clean sandbox-written folders "
-                   "with tempfile.TemporaryDirectory, whose cleanup on Python < 3.11.8/3.12.2 (CVE-2023-6597) "
-                   "chmods through a link on a PermissionError: a build changes the mode of any host file of the user")
 @pytest.mark.slow
 @requires_namespace
 @pytest.mark.skipif(os.geteuid() == 0, reason="root removes the read-only folder without a PermissionError")
