@@ -22,6 +22,9 @@ per-command PID namespace, no background process outlives its command; a timeout
 way from a second ``exec``. Commands in one sandbox are therefore serialised, and host-side file
 operations never race a sandboxed process.
 
+A task's Python environment runs from the host, bound read-only (:mod:`.docker_pyenv`); other
+tasks use the image's own Python.
+
 PID 1 reaps orphans and reads its stdin, which is a socket this process holds attached: when the
 owner dies, for any reason, the container stops and the engine removes it with its volumes.
 ``close()`` removes it at once; ``deepgym sandbox reap`` removes what an engine restart or a crash
@@ -43,6 +46,7 @@ from typing import Any
 from deepgym_envs.errors import SandboxError, SandboxUnavailable, ToolError
 from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, command_argv, command_env,
                                        open_regular, remove_tree, task_python_env)
+from deepgym_envs.sandbox.docker_pyenv import python_env_binds, python_env_mounts
 from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR, docker_support_dir,
                                                  own_paths, sandbox_user)
 from deepgym_envs.sandbox.identity import own_tree
@@ -77,9 +81,9 @@ _KILL_ALL = ["sh", "-c", "kill -KILL -1 2>/dev/null; exit 0"]
 #: objects, which live in the container's IPC namespace as long as it does.
 #: -xdev: a task's Python environment bound under /tmp is read-only and no scratch of the command's.
 _CLEAR_SCRATCH = ["sh", "-c", "find /tmp /dev/shm -xdev -mindepth 1 -delete; ipcrm --all 2>/dev/null; exit 0"]
-#: Host directories that are the image's own inside: a host Python there cannot be bound in.
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _PAGE = 4096
+#: (image, environment prefix) pairs whose interpreter ran in that image.
+_PYTHON_OK: set[tuple[str, str | None]] = set()
 
 
 def default_image() -> str:
@@ -469,53 +473,6 @@ def _close_socket(sock: Any) -> None:
         except OSError:
             pass
 
-
-
-#: (image, environment prefix) pairs whose interpreter ran in that image.
-_PYTHON_OK: set[tuple[str, str | None]] = set()
-
-
-def python_env_binds(prefix: str) -> list[str]:
-    """Host directories a task environment needs, bound read-only at the same path: the
-    environment, and the installation its interpreter links to (a venv's ``python`` is a link to
-    it, and its standard library is there) unless that lies in the image's own system directories."""
-    binds = [prefix]
-    base = os.path.dirname(os.path.dirname(os.path.realpath(os.path.join(prefix, "bin", "python"))))
-    if not any(base == d or base.startswith(d + "/") for d in _SYSTEM_DIRS) and base != prefix and base != "/":
-        binds.append(base)
-    return binds
-
-
-def python_env_mounts(binds: list[str], scratch: str) -> list[Any]:
-    """Mounts for :func:`python_env_binds`, with what of deepgym's data they cover hidden.
-
-    What hides is an empty host directory of ``scratch``, bound read-only: a docker tmpfs would
-    not do, as the engine copies what lies beneath it into it.
-    """
-    import docker.types
-
-    from deepgym_envs.sandbox.namespace import _covered, _hidden_paths
-
-    def empty(name: str, inside: tuple[str, ...] = ()) -> str:
-        path = os.path.join(scratch, name)
-        for sub in ("", *inside):  # mount points made here: the bind is read-only to the engine too
-            os.makedirs(os.path.join(path, sub), exist_ok=True)
-            os.chmod(os.path.join(path, sub), 0o755)
-        return path
-
-    mounts = []
-    under_root = tuple(os.path.relpath(b, "/root") for b in binds if _covered(b, ["/root"]))
-    if under_root:
-        # An image's /root is its root's alone (0700): the sandbox uid could not reach a Python
-        # under it. Nothing of the image's /root is readable by that uid anyway.
-        mounts.append(docker.types.Mount("/root", empty("root", under_root), type="bind", read_only=True))
-    mounts += [docker.types.Mount(path, path, type="bind", read_only=True) for path in binds]
-    # The base installation's site-packages can hold this package's task files (gold patches,
-    # hidden tests), as the namespace backend knows.
-    hidden = [p for p in _hidden_paths(tuple(binds)) if _covered(p, binds)]
-    if hidden:
-        mounts += [docker.types.Mount(path, empty("empty"), type="bind", read_only=True) for path in hidden]
-    return mounts
 
 
 _TREE_BYTES: dict[str, int] = {}
