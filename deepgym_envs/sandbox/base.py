@@ -18,7 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, Sequence, TypeVar, runtime_checkable
 
 from deepgym_envs.errors import GitError, SandboxError, ToolError
 from deepgym_envs.sandbox import identity
@@ -151,6 +151,9 @@ class WarmTests(Protocol):
 
     def warm_pytest(self, args: list[str], timeout: float | None, env: dict[str, str]) -> ExecResult | None:
         """Run deepgym's pytest runner with ``args`` on the server; None: run it cold instead."""
+
+
+_HostView = TypeVar("_HostView", bound="HostViewSandbox")
 
 
 class HostViewSandbox:
@@ -325,7 +328,7 @@ class HostViewSandbox:
         if self._closed:
             raise SandboxError("sandbox is closed")
 
-    def __enter__(self) -> "HostViewSandbox":
+    def __enter__(self: _HostView) -> _HostView:
         return self
 
     def __exit__(self, *exc: object) -> None:
