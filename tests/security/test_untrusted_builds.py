@@ -458,3 +458,76 @@ def test_the_projects_metadata_files_are_read_without_following_links_or_blockin
     (root / "requirements-test.txt").symlink_to(tmp_path / "secret.txt")
     assert _test_extras(root) == ["testing"]
     assert _test_requirement_args(root) == []
+
+
+def test_directories_a_member_only_implies_count_as_members_and_long_names_are_refused(tmp_path):
+    """Depth-capped, but wide: each member implies a directory no member names."""
+    archive = tmp_path / "wide-1.0.tar"
+    with tarfile.open(archive, "w") as tf:
+        for i in range(60):
+            info = tarfile.TarInfo(f"wide-1.0/d{i}/x.py")
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(UnpackError, match="members"):
+        unpack(archive, tmp_path / "dest", UnpackLimits(max_files=100))  # 60 members, 61 directories
+    unpack(archive, tmp_path / "ok", UnpackLimits(max_files=125))
+    long = tmp_path / "long-1.0.tar"
+    with tarfile.open(long, "w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo("long-1.0/" + "n" * 5000)
+        tf.addfile(info, io.BytesIO(b""))
+    with pytest.raises(UnpackError, match="characters"):
+        unpack(long, tmp_path / "dest2")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long-1.0.tar", "ok", "wide-1.0.tar"]
+
+
+def test_a_git_source_over_the_depth_or_entry_cap_is_refused_before_checkout(tmp_path, monkeypatch):
+    repo = _git_repo(tmp_path / "deeprepo", {"/".join(["d"] * 12) + "/x.py": "", "tests/test_x.py": ""})
+    monkeypatch.setenv("DEEPGYM_MAX_TREE_DEPTH", "8")
+    with pytest.raises(SynthError, match="DEEPGYM_MAX_TREE_DEPTH"):
+        fetch(SourceSpec.parse(f"git:{repo}"), tmp_path / "work1")
+    monkeypatch.setenv("DEEPGYM_MAX_TREE_DEPTH", "0")
+    monkeypatch.setenv("DEEPGYM_MAX_TREE_FILES", "10")
+    with pytest.raises(SynthError, match="DEEPGYM_MAX_TREE_FILES"):
+        fetch(SourceSpec.parse(f"git:{repo}"), tmp_path / "work2")
+    for work in ("work1", "work2"):  # nothing of the commit was written
+        assert not [p for p in (tmp_path / work).rglob("*") if ".git" not in p.parts and p.is_file()]
+    monkeypatch.delenv("DEEPGYM_MAX_TREE_FILES")
+    fetched = fetch(SourceSpec.parse(f"git:{repo}"), tmp_path / "work3")
+    assert (fetched.root / "tests" / "test_x.py").is_file()
+
+
+def test_a_git_source_at_a_branch_of_the_origin_is_checked_out(tmp_path):
+    repo = _git_repo(tmp_path / "branchrepo", {"pkg/__init__.py": "", "tests/test_x.py": ""})
+    env = {**os.environ, **git_env()}
+    subprocess.run(["git", "checkout", "-q", "-b", "feature"], cwd=repo, check=True, env=env)
+    (repo / "pkg" / "feature.py").write_text("X = 1\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "-m", "feature", "--no-gpg-sign"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "checkout", "-q", "-"], cwd=repo, check=True, env=env)
+    fetched = fetch(SourceSpec.parse(f"git:{repo}@feature"), tmp_path / "work")
+    assert (fetched.root / "pkg" / "feature.py").is_file()
+    with pytest.raises(SynthError, match="not a commit"):
+        fetch(SourceSpec.parse(f"git:{repo}@no-such-branch"), tmp_path / "work2")
+
+
+def test_removing_a_folder_a_build_wrote_follows_no_link_and_survives_any_depth(tmp_path):
+    from deepgym_envs.untrusted_tree import remove_untrusted
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host's own\n")
+    secret.chmod(0o640)
+    scratch = tmp_path / "scratch"
+    (scratch / "trap" / "sub").mkdir(parents=True)
+    (scratch / "trap" / "link").symlink_to(secret)
+    (scratch / "trap" / "dirlink").symlink_to(tmp_path)
+    (scratch / "trap" / "sub").chmod(0)
+    (scratch / "trap").chmod(0o500)  # unlinking 'link' fails for its owner
+    fd = os.open(scratch, os.O_RDONLY)
+    for _ in range(3000):  # far past the interpreter's recursion limit
+        os.mkdir("d", dir_fd=fd)
+        fd, old = os.open("d", os.O_RDONLY, dir_fd=fd), fd
+        os.close(old)
+    os.close(fd)
+    remove_untrusted(scratch)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.txt"]
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o640 and secret.read_text() == "host's own\n"
