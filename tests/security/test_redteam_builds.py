@@ -522,10 +522,6 @@ def test_a_build_that_fails_to_start_leaves_the_stager_as_it_was(tmp_path):
 
 # -- what the docker backend takes from an environment a build wrote -------------------------------
 
-@pytest.mark.xfail(strict=True, reason="sandbox/docker_pyenv.py:24 follows the environment's bin/python link, which the "
-                   "build sandbox wrote, and binds two levels above its target into the task's container (the "
-                   "container's interpreter probe then fails unless that folder holds a Python, so only host Python "
-                   "installations are exposed); bind os.path.realpath(sys.base_prefix), the host's own, instead")
 @pytest.mark.slow
 @requires_namespace
 def test_the_docker_backend_binds_no_host_folder_an_environments_link_names(tmp_path, attack, wheelhouse):
