@@ -12,6 +12,7 @@ concurrent processes building the same tree is safe.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import os
@@ -267,13 +268,26 @@ def _erase_times(tree: Path) -> None:
     sorted order makes ctime and inode order follow the path; mtime then says nothing at all.
     """
     stamp = (1767225600, 1767225600)  # 2026-01-01, as the base commit's date
-    for root, dirs, files in os.walk(tree):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            if os.path.islink(path):
-                continue
-            _rewrite(path)
+    # Two passes: every copy is made before any old file goes. A filesystem such as ext4 gives a new
+    # file the first free inode of its group; freeing each old file as its copy lands would hand
+    # the next copy that slot, and the slots the gold patch's files had would carry their order on.
+    fresh: list[tuple[str, str]] = []
+    try:
+        for root, dirs, files in os.walk(tree):
+            dirs[:] = sorted(d for d in dirs if d != ".git")
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                if not os.path.islink(path):
+                    copy = _copy_fresh(path)
+                    if copy is not None:
+                        fresh.append((copy, path))
+        for copy, path in fresh:
+            os.replace(copy, path)
+        fresh = []
+    finally:
+        for copy, _ in fresh:
+            with contextlib.suppress(OSError):
+                os.unlink(copy)
     for root, dirs, files in os.walk(tree, topdown=False):
         if ".git" in root.split(os.sep):
             continue
@@ -282,22 +296,23 @@ def _erase_times(tree: Path) -> None:
     os.utime(tree, stamp)
 
 
-def _rewrite(path: str) -> None:
-    """Write ``path`` anew: a fresh name no link can stand at (created exclusively), then renamed over it."""
+def _copy_fresh(path: str) -> str | None:
+    """A copy of regular file ``path`` at a fresh name beside it (created exclusively, so no link
+    can stand there), mode kept; None for anything but a regular file."""
     src = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode):
-            return
+            return None
         fd, fresh = tempfile.mkstemp(prefix=".deepgym-rewrite-", dir=os.path.dirname(path))
         try:
             with os.fdopen(fd, "wb") as out, os.fdopen(os.dup(src), "rb") as data:
                 shutil.copyfileobj(data, out)
             os.chmod(fresh, stat.S_IMODE(st.st_mode))
-            os.replace(fresh, path)
         except BaseException:
             os.unlink(fresh)
             raise
+        return fresh
     finally:
         os.close(src)
 
@@ -353,7 +368,7 @@ def tree_fingerprint(task: Task) -> str:
 
 #: Bumped whenever the way trees are built changes, so that trees built the old way (which could
 #: hold an upstream fix in a partial clone's pack, or build artefacts) are never reused.
-_BUILD_VERSION = "5"  # 3: times erased; 4: object stores diffs polluted; 5: only files, dirs, in-tree links
+_BUILD_VERSION = "6"  # 3: times erased; 4: object stores diffs polluted; 5: only files, dirs, in-tree links; 6: inodes in path order
 
 
 def _fingerprint(task: Task) -> str:

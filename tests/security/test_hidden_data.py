@@ -253,6 +253,24 @@ def test_file_times_and_inodes_do_not_point_at_the_gold_files():
     assert all(n <= len(tasks) // 6 for n in hits.values()), hits
 
 
+def test_inode_order_in_every_directory_follows_the_paths(tmp_path, monkeypatch):
+    """ext4 hands a new file the first free inode of its group: rewriting each file while freeing
+    its old one passed the gold files' late slots on, and the audit's leak scan caught a gold file
+    with the highest inode in CI. Every copy is made before any old file goes, so the order is the
+    paths' and nothing else (here on the filesystem the tree cache is on)."""
+    monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
+    out_of_order = []
+    for task in load_tasks("builtin")[:12]:
+        tree = pristine_tree(task)
+        for root, dirs, files in os.walk(tree):
+            dirs[:] = [d for d in dirs if d != ".git"]
+            names = sorted(f for f in files if not os.path.islink(os.path.join(root, f)))
+            inodes = [os.lstat(os.path.join(root, f)).st_ino for f in names]
+            if inodes != sorted(inodes):
+                out_of_order.append(os.path.relpath(root, tree.parent))
+    assert out_of_order == []
+
+
 @requires_namespace
 def test_no_task_file_is_readable_inside_whatever_the_install_mode():
     """An editable install still copies the built-in task files (gold patches, hidden tests) into
