@@ -26,7 +26,7 @@ import gymnasium as gym
 from deepgym_envs.actions import parse_action
 from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError
 from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox
-from deepgym_envs.pyenv import sandbox_options
+from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.rewards import REWARD_MODES, RewardConfig, RewardModel, potential
 from deepgym_envs.sandbox import BACKENDS, Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.sandbox.pool import ViewPool
@@ -140,7 +140,7 @@ class SWEEnv(gym.Env[str, str]):
             self._sandbox.reset()
         else:
             self._close_sandbox()
-            self._sandbox = make_sandbox(pristine_tree(task), self.backend, self.limits, **sandbox_options(task))
+            self._sandbox = make_sandbox(pristine_tree(task), self.backend, self.limits, spec=sandbox_spec(task))
             self._sandbox_task = task.instance_id
         self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd, warm_tests=self.warm_tests)
         self._steps, self._done, self.verdict = 0, False, None

@@ -357,7 +357,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
         tree = pristine_tree(task)
         spec = sandbox_spec(task)
         with (views.view(tree, backend, limits, spec) if views is not None
-              else make_sandbox(tree, backend, limits, spec)) as sb:
+              else make_sandbox(tree, backend, limits, spec=spec)) as sb:
             ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
             test_patch_files = set(patch_paths(task.test_patch))
             try:

@@ -21,8 +21,8 @@ interpreter, nor once per sandbox. A task names its environment in the ``python_
   never from an installed copy, so a fix takes effect without reinstalling anything.
 
 >>> env = PythonEnv.from_dict({"requirements": [], "pythonpath": ["src"]})
->>> sandbox_options_for(env)
-{'pythonpath': ('src',)}
+>>> sandbox_spec_for(env).pythonpath
+('src',)
 """
 
 from __future__ import annotations
@@ -267,16 +267,6 @@ def sandbox_spec(task: Any) -> SandboxSpec:
     """The sandbox spec a task's ``python_env`` asks for (the default one for tasks that name none)."""
     raw = getattr(task, "python_env", None)
     return sandbox_spec_for(PythonEnv.from_dict(raw)) if raw else SandboxSpec()
-
-
-def sandbox_options_for(env: PythonEnv | None) -> dict[str, Any]:
-    """:func:`sandbox_spec_for` as keyword arguments for :func:`deepgym_envs.sandbox.make_sandbox`."""
-    return sandbox_spec_for(env).options()
-
-
-def sandbox_options(task: Any) -> dict[str, Any]:
-    """:func:`sandbox_spec` as keyword arguments (``{}`` for tasks that name no ``python_env``)."""
-    return sandbox_spec(task).options()
 
 
 def _base_python() -> str:

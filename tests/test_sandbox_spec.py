@@ -37,7 +37,7 @@ def test_a_backend_refuses_what_it_cannot_honour_with_the_reason(toy_task, backe
 
 @pytest.mark.filterwarnings("ignore:sandbox='local'")
 def test_capabilities_are_what_each_backend_offers(toy_task):
-    with make_sandbox(pristine_tree(toy_task), "local", SandboxSpec(pythonpath=("src",))) as sb:
+    with make_sandbox(pristine_tree(toy_task), "local", spec=SandboxSpec(pythonpath=("src",))) as sb:
         assert isinstance(sb, HostPaths) and not isinstance(sb, (Renewable, WarmTests))
 
 

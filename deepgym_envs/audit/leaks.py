@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from deepgym_envs.pyenv import sandbox_options
+from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.tasks import Task, patch_paths
 from deepgym_envs.trees import pristine_tree, run_git
@@ -226,7 +226,7 @@ def scan_tasks(tasks: Sequence[Task], backend: str | None = None) -> list[Leak]:
 
 
 def _sandbox(task: Task, backend: str | None) -> Any:
-    return make_sandbox(pristine_tree(task), backend, **sandbox_options(task))
+    return make_sandbox(pristine_tree(task), backend, spec=sandbox_spec(task))
 
 
 def _shared_roots(roots: list[str], support: str) -> list[str]:

@@ -34,9 +34,9 @@ MASK_PHRASES = ("No space left on device", "sandbox died", "Cannot allocate memo
 
 def _module_dirs(task: Task, repo: Repo) -> list[str]:
     """Where a module must be for the test process to import it: root, src/, the task's paths."""
-    from deepgym_envs.pyenv import sandbox_options
+    from deepgym_envs.pyenv import sandbox_spec
 
-    extra = [p.strip("/") + "/" for p in sandbox_options(task).get("pythonpath", ()) if p.strip("/.")]
+    extra = [p.strip("/") + "/" for p in sandbox_spec(task).pythonpath if p.strip("/.")]
     return list(dict.fromkeys([*_src_dirs(repo), *extra]))
 
 

@@ -20,7 +20,7 @@ import warnings
 
 from deepgym_envs.errors import InfrastructureError, SandboxUnavailable, ToolError
 from deepgym_envs.grading import Verdict, test_files
-from deepgym_envs.pyenv import sandbox_options
+from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.sandbox.namespace import available
 from deepgym_envs.tasks import Task
@@ -58,7 +58,7 @@ def exit_code_verifier(task: Task, patch: str, *, backend: str | None = None, ti
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sb = make_sandbox(pristine_tree(task), backend, **sandbox_options(task))
+            sb = make_sandbox(pristine_tree(task), backend, spec=sandbox_spec(task))
         with sb:
             try:
                 if patch.strip():

@@ -30,7 +30,7 @@ def default_backend() -> str:
     return "namespace"
 
 
-def make_sandbox(pristine: Path, backend: str | None = None, limits: SandboxLimits | None = None,
+def make_sandbox(pristine: Path, backend: str | None = None, limits: SandboxLimits | None = None, *,
                  spec: SandboxSpec | None = None, **options: Any) -> Sandbox:
     """Open a sandbox over a pristine tree with the named backend.
 

@@ -60,7 +60,7 @@ class ViewPool:
                 taken.close()
                 sb = None
         if sb is None:
-            sb = make_sandbox(tree, backend, limits, spec)
+            sb = make_sandbox(tree, backend, limits, spec=spec)
             with self._lock:
                 self.created += 1
         with self._lock:

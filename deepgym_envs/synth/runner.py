@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym_envs.grading import run_pytest
-from deepgym_envs.pyenv import PythonEnv, sandbox_options_for
+from deepgym_envs.pyenv import PythonEnv, sandbox_spec_for
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
 
 
@@ -43,7 +43,7 @@ class SuiteRunner:
         self.timeout = timeout
         # Mutants may allocate without bound or fork-bomb: keep the usual caps, a little tighter.
         limits = SandboxLimits(timeout=timeout, memory_bytes=2 << 30, disk_bytes=512 << 20)
-        self._sb: Sandbox = make_sandbox(tree, backend, limits, **sandbox_options_for(env))
+        self._sb: Sandbox = make_sandbox(tree, backend, limits, spec=sandbox_spec_for(env))
         self._dirty = False
 
     def __enter__(self) -> "SuiteRunner":
