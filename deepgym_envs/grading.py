@@ -1,4 +1,4 @@
-"""Hidden-test grading that the agent cannot game (DESIGN §5 outcome, §6 anti-cheat).
+"""Hidden-test grading that the agent cannot game (README "Grading, and why it cannot be gamed").
 
 The agent's change arrives as a diff and is applied to a *fresh* sandbox over the pristine tree,
 never graded in place. Then, in that grading view:

@@ -12,8 +12,9 @@ Two layers, because Debian's bubblewrap (0.8) cannot mount overlays itself:
    ``/`` and ``/dev`` read-only, rlimits on memory, processes and file size. Host-side file
    access goes through ``/proc/<holder>/root`` and never starts a process.
 
-Least privilege (DESIGN §6): every command runs in a user namespace of its own as uid 1000 with
-no capabilities in any set, ``no_new_privs`` and the seccomp filter of :mod:`.seccomp`. The
+Least privilege (README, "Security model: the agent is the attacker"): every command runs in a
+user namespace of its own as uid 1000 with no capabilities in any set, ``no_new_privs`` and the
+seccomp filter of :mod:`.seccomp`. The
 holder's namespace maps the invoking user, or, when that is root, the unprivileged uid of
 :mod:`.identity`: root is never mapped, so nothing in a sandbox acts as the host's root. As root,
 the holder first binds what that uid could not reach (a Python under ``/root``, the pristine

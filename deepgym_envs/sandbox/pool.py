@@ -1,6 +1,6 @@
 """Grading views kept between grading runs, so process-reward grading can use a warm test server.
 
-Every grading run needs a fresh view of the pristine tree (DESIGN §6). Opening a new sandbox for
+Every grading run needs a fresh view of the pristine tree. Opening a new sandbox for
 each gives that, but also a new interpreter for every test run. A :class:`ViewPool` keeps the
 sandboxes it lends, and before lending one again *renews* it: a fresh copy-on-write layer over the
 same holder, ``/tmp`` emptied, nothing left running (the warm server kills whatever a run leaves).

@@ -285,7 +285,7 @@ def _write(drafts: list[TaskDraft], fetched: Fetched, clean: Path, env: PythonEn
     repo = RepoWriter(out, fetched, clean)
     client = None
     if config.llm_url:
-        from deepgym_envs.audit.llm import OpenAIChatClient
+        from deepgym_envs.openai_http import OpenAIChatClient
 
         client = OpenAIChatClient(config.llm_url, config.llm_model, temperature=0.3, max_tokens=1500)
     rows = []
