@@ -25,7 +25,7 @@ import stat
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Callable, Iterator
 
 from deepgym_envs.errors import TaskFormatError
 
@@ -240,18 +240,12 @@ def prune_links(tree: Path) -> CopyReport:
     report = CopyReport()
     root = os.path.realpath(tree)
     links = []
-    for directory, dirs, files in os.walk(root):
-        if directory == root:
-            dirs[:] = [d for d in dirs if d != ".git"]
-        for name in dirs + files:
-            path = os.path.join(directory, name)
-            if os.path.islink(path):
-                rel = os.path.relpath(path, root)
-                if in_tree_target(rel, os.readlink(path)):
-                    links.append(path)
-                else:
-                    os.unlink(path)
-                    report.drop(rel, "link outside the tree")
+    for path, rel in _links(root):
+        if in_tree_target(rel, os.readlink(path)):
+            links.append(path)
+        else:
+            os.unlink(path)
+            report.drop(rel, "link outside the tree")
     _prune(root, links, report)
     return report
 
@@ -259,16 +253,19 @@ def prune_links(tree: Path) -> CopyReport:
 def escaping_links(tree: Path) -> list[str]:
     """The links of a tree (its ``.git`` aside) that :func:`prune_links` would remove."""
     root = os.path.realpath(tree)
-    found = []
+    return [rel for path, rel in _links(root)
+            if not (in_tree_target(rel, os.readlink(path)) and _inside(os.path.realpath(path), root))]
+
+
+def _links(root: str) -> Iterator[tuple[str, str]]:
+    """Every link under ``root`` (its top-level ``.git`` aside): host path and path in the tree."""
     for directory, dirs, files in os.walk(root):
         if directory == root:
             dirs[:] = [d for d in dirs if d != ".git"]
         for name in dirs + files:
             path = os.path.join(directory, name)
-            if os.path.islink(path) and not (in_tree_target(os.path.relpath(path, root), os.readlink(path))
-                                             and _inside(os.path.realpath(path), root)):
-                found.append(os.path.relpath(path, root))
-    return found
+            if os.path.islink(path):
+                yield path, os.path.relpath(path, root)
 
 
 def copy_dir(src: Path, dest: Path, caps: TreeCaps, origin: Origin,
