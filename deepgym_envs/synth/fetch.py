@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepgym_envs.errors import DeepgymError, SandboxUnavailable
+from deepgym_envs.errors import DeepgymError, SandboxUnavailable, ToolError
+from deepgym_envs.sandbox.base import open_regular
 from deepgym_envs.synth.unpack import UnpackError, UnpackLimits, unpack
 from deepgym_envs.trees import run_git
 
@@ -113,14 +113,16 @@ def _fetch_pypi(spec: SourceSpec, workdir: Path, timeout: float) -> Fetched:
     name = entries[0]
     # The sandbox wrote this directory: the archive is read through a descriptor that follows no
     # link and must be a regular file of bounded size.
+    refused = SynthError(f"{name}: not a regular file of at most {UnpackLimits().max_bytes} bytes")
     try:
-        fd = os.open(download / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fh = open_regular(str(download / name), os.O_RDONLY, name)
     except OSError as exc:
         raise SynthError(f"{name}: cannot read the downloaded archive ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > UnpackLimits().max_bytes:
-            raise SynthError(f"{name}: not a regular file of at most {UnpackLimits().max_bytes} bytes")
+    except ToolError:
+        raise refused from None
+    with fh:
+        if os.fstat(fh.fileno()).st_size > UnpackLimits().max_bytes:
+            raise refused
         digest = hashlib.file_digest(fh, "sha256").hexdigest() if hasattr(hashlib, "file_digest") else _sha256(fh)
         root = _unpack(name, workdir / "src", fh)
     version = spec.version or _version_from_archive(name, spec.name)

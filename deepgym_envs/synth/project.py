@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepgym_envs.errors import InfrastructureError, SandboxUnavailable
+from deepgym_envs.errors import InfrastructureError, SandboxUnavailable, ToolError
 from deepgym_envs.grading import TEST_DIR_NAMES, is_test_path
 from deepgym_envs.pyenv import (PythonEnv, check_requirement, ensure_env, make_venv, pip_freeze, pip_install,
                                 pip_uninstall)
+from deepgym_envs.sandbox.base import open_regular
 from deepgym_envs.sandbox.build import BuildSandbox
 from deepgym_envs.synth.fetch import Fetched, SynthError
 from deepgym_envs.untrusted_tree import remove_untrusted
@@ -179,12 +179,11 @@ def _read_meta(path: Path) -> str | None:
     """A metadata file of the project, or None: the project is untrusted, so no link is followed
     (``setup.cfg -> /dev/zero`` or ``-> /etc/shadow``), only a regular file of bounded size is read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        fh = open_regular(str(path), os.O_RDONLY, str(path))
+    except (OSError, ToolError):
         return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _META_BYTES:
+    with fh:
+        if os.fstat(fh.fileno()).st_size > _META_BYTES:
             return None
         return fh.read(_META_BYTES).decode("utf-8", errors="replace")
 
