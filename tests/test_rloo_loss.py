@@ -157,4 +157,5 @@ def test_weights_for_a_generator_merge_lora_under_the_base_names(policy):
     plain.load_state_dict(merged)
     with torch.no_grad():
         assert torch.allclose(plain(input_ids=ids).logits, expected, atol=1e-5)
-        assert torch.allclose(peft_model(input_ids=ids).logits, expected)  # the adapters were unmerged again
+        # the adapters were unmerged again: W + BA - BA is W only up to float rounding
+        assert torch.allclose(peft_model(input_ids=ids).logits, expected, atol=1e-5)
