@@ -33,11 +33,11 @@ import statistics
 import time
 import warnings
 
-from agents.base import tool_call
-from agents.llm import SamplingParams
-from agents.llm.scripted import ScriptedLLM
-from agents.loop import collect
-from agents.tiny_model import build_tokenizer
+from deepgym_agents.base import tool_call
+from deepgym_agents.llm import SamplingParams
+from deepgym_agents.llm.scripted import ScriptedLLM
+from deepgym_agents.loop import collect
+from deepgym_agents.tiny_model import build_tokenizer
 from deepgym_envs.tasks import load_tasks
 
 ACTIONS = [

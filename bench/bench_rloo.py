@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 
-from agents.rloo.metrics import read_metrics
-from agents.rloo.online import train_online
-from agents.rloo.recipes import gridnav_config, success_rate
+from deepgym_agents.rloo.metrics import read_metrics
+from deepgym_agents.rloo.online import train_online
+from deepgym_agents.rloo.recipes import gridnav_config, success_rate
 
 ARMS = {
     "turn_process": {"advantage": "turn", "reward": "env"},

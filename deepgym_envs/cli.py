@@ -11,7 +11,7 @@
     deepgym leaderboard [--results leaderboard/results] [--out leaderboard/index.html]
     deepgym sandbox check | reap
     deepgym images build [--offline]
-    deepgym train --online | --from trajectories.jsonl      (agents.rloo)
+    deepgym train --online | --from trajectories.jsonl      (deepgym_agents.rloo)
     deepgym plot-run RUN_DIR
 """
 
@@ -120,27 +120,15 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from agents import AGENTS, make_agent
-    from agents.evaluate import LLM_AGENTS, cli_llm_eval
-    from deepgym_envs.evaluation import evaluate, print_report, select_tasks
-    from deepgym_envs.tasks import load_tasks
+    from deepgym_envs.plugins import agent_providers
 
-    if args.agent in LLM_AGENTS:
-        return cli_llm_eval(args)
-    if args.agent not in AGENTS:  # make_agent's ValueError would surface as a traceback from a worker
-        raise DeepgymError(f"unknown agent {args.agent!r}; choose one of {', '.join(AGENTS + LLM_AGENTS)}")
-    tasks = select_tasks(load_tasks(args.tasks), args.task_ids or (), args.limit, source=args.tasks)
-    result = evaluate(args.agent, lambda task: make_agent(args.agent, task), tasks, task_set=str(args.tasks),
-                      backend=args.sandbox, max_steps=args.max_steps, concurrency=args.concurrency)
-    if args.out:
-        result.write(args.out)
-    if args.json:
-        print_json(result.to_dict())
-    else:
-        print_report(result, f"{escape(args.agent)} on {escape(str(args.tasks))}", args.agent)
-    if args.out:
-        _note(args).print(f"results written to {escape(str(args.out))}")
-    return fail_without_verdicts(result.episodes, _note(args))
+    providers = agent_providers()
+    for provider in providers:
+        if args.agent in provider.names:
+            return provider.run(args)
+    names = [n for p in providers for n in p.names]
+    raise DeepgymError(f"unknown agent {args.agent!r}; choose one of {', '.join(names)}" if names else
+                       "no agents are installed: install deepgym-envs itself (it ships the reference agents)")
 
 
 def _sandbox_check(args: argparse.Namespace) -> int:
@@ -217,9 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only tasks whose id matches, e.g. 'deepgym__cronparse-*' (repeatable, or comma-separated)")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0 = all)")
     p.add_argument("--json", action="store_true", help="print the results JSON (as --out writes it) instead of a table")
-    from agents.evaluate import add_llm_eval_arguments
+    from deepgym_envs.plugins import agent_providers, command_adders
 
-    add_llm_eval_arguments(p)
+    for provider in agent_providers():
+        provider.add_arguments(p)
     p.set_defaults(func=_eval)
 
     from deepgym_envs.audit.cli import add_audit_parser
@@ -233,9 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_images_parser(sub)
 
-    from agents.rloo.cli import add_train_parser
-
-    add_train_parser(sub)  # train, plot-run
+    for add_commands in command_adders():  # other packages' subcommands (the reference agents: train, plot-run)
+        add_commands(sub)
 
     sb = sub.add_parser("sandbox", help="sandbox utilities").add_subparsers(dest="sandbox_cmd", required=True)
     p = sb.add_parser("check", help="can this machine run the default (namespace) backend?")

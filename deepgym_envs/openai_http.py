@@ -2,7 +2,7 @@
 
 vLLM, llama.cpp and hosted APIs all speak it. Two callers share it: the audit's attackers and task
 synthesis use :class:`OpenAIChatClient` (messages in, reply text out), and the agent loop's
-``agents.llm.openai_client.OpenAIBackend`` posts its own bodies (tools, logprobs, vLLM's token-id
+``deepgym_agents.llm.openai_client.OpenAIBackend`` posts its own bodies (tools, logprobs, vLLM's token-id
 fields) through :class:`ChatCompletions`.
 
 Failures: 429, 5xx, timeouts, refused and reset connections are retried with exponential backoff

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from agents.base import tool_call
+from deepgym_agents.base import tool_call
 from conftest import NAMESPACE_OK
 
 SANDBOX = "namespace" if NAMESPACE_OK else "local"

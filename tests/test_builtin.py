@@ -6,7 +6,7 @@ import collections
 
 import pytest
 
-from agents import make_agent
+from deepgym_agents import make_agent
 from conftest import requires_namespace
 from deepgym_envs import load_tasks
 from deepgym_envs.evaluation import evaluate

@@ -11,11 +11,11 @@ pytest.importorskip("transformers")
 
 from _chat_server import chat_server  # noqa: E402
 from _loop_helpers import completion  # noqa: E402
-from agents.llm import Generation, SamplingParams, make_llm, require  # noqa: E402
-from agents.llm.hf import HFBackend  # noqa: E402
-from agents.llm.openai_client import OpenAIBackend  # noqa: E402
-from agents.llm.scripted import ScriptedLLM  # noqa: E402
-from agents.tiny_model import build_model, build_tokenizer, write_tiny_model  # noqa: E402
+from deepgym_agents.llm import Generation, SamplingParams, make_llm, require  # noqa: E402
+from deepgym_agents.llm.hf import HFBackend  # noqa: E402
+from deepgym_agents.llm.openai_client import OpenAIBackend  # noqa: E402
+from deepgym_agents.llm.scripted import ScriptedLLM  # noqa: E402
+from deepgym_agents.tiny_model import build_model, build_tokenizer, write_tiny_model  # noqa: E402
 from deepgym_envs.errors import DeepgymError  # noqa: E402
 
 
@@ -161,7 +161,7 @@ def test_openai_client_times_out_and_limits_concurrency() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None,
                     reason="needs a CUDA GPU and vllm")
 def test_vllm_backend_ids_logprobs_and_weight_update(tmp_path) -> None:
-    from agents.llm.vllm_engine import VLLMBackend
+    from deepgym_agents.llm.vllm_engine import VLLMBackend
 
     path = write_tiny_model(tmp_path / "tiny", hidden=64)
     llm = VLLMBackend(str(path), max_model_len=2048, gpu_memory_utilization=0.2, enforce_eager=True)

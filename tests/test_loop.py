@@ -13,16 +13,16 @@ pytest.importorskip("transformers")
 
 from _chat_server import chat_server  # noqa: E402
 from _loop_helpers import FIX_CALLS, FIX_SCRIPT, SANDBOX, Recording, completion  # noqa: E402
-from agents.baselines import parse_unified_diff  # noqa: E402
-from agents.base import tool_call  # noqa: E402
-from agents.evaluate import pass_at_k  # noqa: E402
-from agents.llm import SamplingParams  # noqa: E402
-from agents.llm.hf import HFBackend  # noqa: E402
-from agents.llm.openai_client import OpenAIBackend  # noqa: E402
-from agents.llm.scripted import ScriptedLLM  # noqa: E402
-from agents.loop import collect  # noqa: E402
-from agents.tiny_model import build_model, build_tokenizer, write_tiny_model  # noqa: E402
-from agents.trajectory import read_trajectories  # noqa: E402
+from deepgym_agents.baselines import parse_unified_diff  # noqa: E402
+from deepgym_agents.base import tool_call  # noqa: E402
+from deepgym_agents.evaluate import pass_at_k  # noqa: E402
+from deepgym_agents.llm import SamplingParams  # noqa: E402
+from deepgym_agents.llm.hf import HFBackend  # noqa: E402
+from deepgym_agents.llm.openai_client import OpenAIBackend  # noqa: E402
+from deepgym_agents.llm.scripted import ScriptedLLM  # noqa: E402
+from deepgym_agents.loop import collect  # noqa: E402
+from deepgym_agents.tiny_model import build_model, build_tokenizer, write_tiny_model  # noqa: E402
+from deepgym_agents.trajectory import read_trajectories  # noqa: E402
 from deepgym_envs.evaluation import EpisodeResult  # noqa: E402
 from deepgym_envs.tasks import Task, load_tasks  # noqa: E402
 
@@ -157,7 +157,7 @@ def test_pass_at_k_is_the_unbiased_estimator() -> None:
 
 def test_parquet_export_keeps_the_token_view(toy_task: Task, tmp_path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
-    from agents.export import to_parquet
+    from deepgym_agents.export import to_parquet
 
     trajs = collect(ScriptedLLM(FIX_SCRIPT, build_tokenizer()), [toy_task.instance_id],
                     env_kwargs=env_kwargs(toy_task), k=2, show_progress=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 
-from agents import make_agent
+from deepgym_agents import make_agent
 from deepgym_envs.env import SWEEnv
 from deepgym_envs.tasks import task_from_row
 from tests.conftest import requires_namespace

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import gymnasium as gym
 import pytest
 
-from agents.baselines import OracleAgent
+from deepgym_agents.baselines import OracleAgent
 from conftest import _parent as _ppid
 from conftest import processes_named, requires_namespace, toy_row, write_toy_repo
 from deepgym_envs import DeepgymError, InfrastructureError, UnknownTaskError, grade, run_batch
@@ -240,7 +240,7 @@ def test_step_many_steps_every_env_in_one_call(toy_task):
 
 @on_ray
 def test_pool_hands_out_environments_like_the_agent_loops_local_pool(toy_task):
-    """acquire / release / final_patch: the protocol agents.loop.collect(pool=...) drives."""
+    """acquire / release / final_patch: the protocol deepgym_agents.loop.collect(pool=...) drives."""
     from deepgym_envs.ray_pool import EnvPool
 
     with EnvPool(2, env_kwargs={"tasks": [toy_task], "max_steps": 20}) as pool:

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.rloo.advantages import (AdvantageConfig, compute_advantages, group_advantages, returns_to_go,
+from deepgym_agents.rloo.advantages import (AdvantageConfig, compute_advantages, group_advantages, returns_to_go,
                                     token_advantages, turn_rewards)
-from agents.trajectory import Trajectory, Turn
+from deepgym_agents.trajectory import Trajectory, Turn
 
 rewards_st = st.floats(min_value=-2, max_value=2, allow_nan=False, width=32)
 

@@ -10,8 +10,8 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from agents.rloo.online import load_policy, train_online  # noqa: E402
-from agents.rloo.recipes import gridnav_config, success_rate  # noqa: E402
+from deepgym_agents.rloo.online import load_policy, train_online  # noqa: E402
+from deepgym_agents.rloo.recipes import gridnav_config, success_rate  # noqa: E402
 
 
 @pytest.fixture

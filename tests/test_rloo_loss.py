@@ -11,11 +11,11 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from agents.rloo.config import TrainConfig, TrainConfigError  # noqa: E402
-from agents.rloo.loss import collate, rloo_loss, token_logprobs  # noqa: E402
-from agents.rloo.tiny import tiny_causal_lm, word_tokenizer  # noqa: E402
-from agents.rloo.trainer import RLOOTrainer, latest_checkpoint  # noqa: E402
-from agents.trajectory import Trajectory, Turn  # noqa: E402
+from deepgym_agents.rloo.config import TrainConfig, TrainConfigError  # noqa: E402
+from deepgym_agents.rloo.loss import collate, rloo_loss, token_logprobs  # noqa: E402
+from deepgym_agents.rloo.tiny import tiny_causal_lm, word_tokenizer  # noqa: E402
+from deepgym_agents.rloo.trainer import RLOOTrainer, latest_checkpoint  # noqa: E402
+from deepgym_agents.trajectory import Trajectory, Turn  # noqa: E402
 
 WORDS = ["a", "b", "c", "d", "obs"]
 
@@ -83,7 +83,7 @@ def test_clipping_and_k3_kl():
 
 
 def _flat(n: int):
-    from agents.trajectory import Flat
+    from deepgym_agents.trajectory import Flat
 
     return Flat(input_ids=list(range(5, 5 + n)), loss_mask=[0] + [1] * (n - 1),
                 behavior_logprobs=[0.0] + [-1.0] * (n - 1), turn_index=[0] * n, turn_rewards=[0.0])
@@ -138,8 +138,8 @@ def test_config_errors_say_what_to_fix():
 
 
 def test_weights_for_a_generator_merge_lora_under_the_base_names(policy):
-    from agents.rloo.trainer import _with_lora
-    from agents.rloo.weights import policy_state_dict
+    from deepgym_agents.rloo.trainer import _with_lora
+    from deepgym_agents.rloo.weights import policy_state_dict
 
     model, tok = policy
     base_names = set(model.state_dict())

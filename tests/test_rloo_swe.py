@@ -8,15 +8,15 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
-if importlib.util.find_spec("agents.loop") is None:
-    pytest.skip("agents.loop (the agent loop branch) is not installed", allow_module_level=True)
+if importlib.util.find_spec("deepgym_agents.loop") is None:
+    pytest.skip("deepgym_agents.loop (the agent loop branch) is not installed", allow_module_level=True)
 
 import torch  # noqa: E402
 
-from agents.rloo.config import TrainConfig  # noqa: E402
-from agents.rloo.metrics import read_metrics  # noqa: E402
-from agents.rloo.online import load_policy, train_online  # noqa: E402
-from agents.trajectory import read_trajectories  # noqa: E402
+from deepgym_agents.rloo.config import TrainConfig  # noqa: E402
+from deepgym_agents.rloo.metrics import read_metrics  # noqa: E402
+from deepgym_agents.rloo.online import load_policy, train_online  # noqa: E402
+from deepgym_agents.trajectory import read_trajectories  # noqa: E402
 from conftest import NAMESPACE_OK  # noqa: E402
 from deepgym_envs.tasks import load_tasks  # noqa: E402
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:sandbox='local'")
 
 
 def swe_config(tmp_path, **overrides) -> TrainConfig:
-    from agents.tiny_model import write_tiny_model
+    from deepgym_agents.tiny_model import write_tiny_model
 
     model = write_tiny_model(tmp_path / "tiny", hidden=32)
     task = load_tasks("builtin")[0].instance_id
@@ -74,10 +74,10 @@ def test_bf16_training_step_on_gpu(tmp_path):
 @needs_cuda
 def test_vllm_engine_receives_the_trained_weights(tmp_path):
     pytest.importorskip("vllm")
-    from agents.llm import SamplingParams
-    from agents.llm.vllm_engine import VLLMBackend
-    from agents.rloo.collect import LoopCollector
-    from agents.rloo.trainer import RLOOTrainer
+    from deepgym_agents.llm import SamplingParams
+    from deepgym_agents.llm.vllm_engine import VLLMBackend
+    from deepgym_agents.rloo.collect import LoopCollector
+    from deepgym_agents.rloo.trainer import RLOOTrainer
 
     config = swe_config(tmp_path, device="cuda")
     model, tok = load_policy(config)

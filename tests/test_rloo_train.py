@@ -11,10 +11,10 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from agents.rloo.collect import DirectCollector  # noqa: E402
-from agents.rloo.metrics import read_metrics  # noqa: E402
-from agents.rloo.tiny import tiny_causal_lm, word_tokenizer  # noqa: E402
-from agents.trajectory import append_trajectories, read_trajectories  # noqa: E402
+from deepgym_agents.rloo.collect import DirectCollector  # noqa: E402
+from deepgym_agents.rloo.metrics import read_metrics  # noqa: E402
+from deepgym_agents.rloo.tiny import tiny_causal_lm, word_tokenizer  # noqa: E402
+from deepgym_agents.trajectory import append_trajectories, read_trajectories  # noqa: E402
 from deepgym_envs.cli import main  # noqa: E402
 from deepgym_envs.gridnav import VOCABULARY, gridnav_tasks  # noqa: E402
 

@@ -183,9 +183,9 @@ def test_a_copied_folder_cannot_write_the_projects_git_config(tmp_path):
 def _saved_state(tmp_path: Path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from agents.rloo.config import TrainConfig
-    from agents.rloo.tiny import tiny_causal_lm, word_tokenizer
-    from agents.rloo.trainer import RLOOTrainer
+    from deepgym_agents.rloo.config import TrainConfig
+    from deepgym_agents.rloo.tiny import tiny_causal_lm, word_tokenizer
+    from deepgym_agents.rloo.trainer import RLOOTrainer
     from deepgym_envs.gridnav import VOCABULARY
 
     tok = word_tokenizer(VOCABULARY)
@@ -200,7 +200,7 @@ def test_a_trainer_state_with_odd_numbers_or_nesting_is_a_checkpoint_error(tmp_p
     """Infinity, NaN, a 5000-digit integer (over Python's int-from-text limit) and JSON nested past the
     parser's stack: each is refused as a CheckpointError (exit code 2, one line), never a traceback."""
     pytest.importorskip("torch")
-    from agents.rloo.state import CheckpointError
+    from deepgym_agents.rloo.state import CheckpointError
 
     trainer, saved = _saved_state(tmp_path)
     path = saved / "trainer_state.json"
@@ -360,8 +360,8 @@ def _nfkc_tokenizer():
 def test_variant_spellings_of_special_tokens_never_forge_a_turn_unseen(kind, normaliser):
     """Either the prompt holds exactly the template's special ids, or the episode is marked."""
     pytest.importorskip("tokenizers")
-    from agents.chat import ChatFormatter
-    from agents.tiny_model import build_tokenizer
+    from deepgym_agents.chat import ChatFormatter
+    from deepgym_agents.tiny_model import build_tokenizer
 
     tok = build_tokenizer() if normaliser == "none" else _nfkc_tokenizer()
     fmt = ChatFormatter(tok, None)
@@ -386,8 +386,8 @@ def test_a_fifo_in_a_run_folder_does_not_hang_resume(tmp_path):
     pytest.importorskip("safetensors")
     (tmp_path / "trainer_state.json").write_text('{"format": 1, "state": {}}')
     os.mkfifo(tmp_path / "trainer_state.safetensors")
-    pytest.importorskip("agents.rloo.state")
-    code = f"from agents.rloo.state import read_state\ntry:\n    read_state({str(tmp_path)!r})\nexcept Exception:\n    pass\n"
+    pytest.importorskip("deepgym_agents.rloo.state")
+    code = f"from deepgym_agents.rloo.state import read_state\ntry:\n    read_state({str(tmp_path)!r})\nexcept Exception:\n    pass\n"
     try:
         # The child imports what this process imports (a checkout or an installed wheel alike).
         done = subprocess.run([sys.executable, "-c", code], timeout=30, check=False, capture_output=True,
@@ -454,7 +454,7 @@ def test_a_safetensors_header_bomb_is_a_checkpoint_error(tmp_path, header):
     pytest.importorskip("safetensors")
     import struct
 
-    from agents.rloo.state import CheckpointError, read_state
+    from deepgym_agents.rloo.state import CheckpointError, read_state
 
     (tmp_path / "trainer_state.json").write_text('{"format": 1, "state": {"w": {"__tensor__": "t0"}}}')
     if header == "huge-length":

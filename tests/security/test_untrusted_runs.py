@@ -19,9 +19,9 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from agents.rloo.config import TrainConfig  # noqa: E402
-from agents.rloo.tiny import tiny_causal_lm, word_tokenizer  # noqa: E402
-from agents.rloo.trainer import RLOOTrainer  # noqa: E402
+from deepgym_agents.rloo.config import TrainConfig  # noqa: E402
+from deepgym_agents.rloo.tiny import tiny_causal_lm, word_tokenizer  # noqa: E402
+from deepgym_agents.rloo.trainer import RLOOTrainer  # noqa: E402
 from deepgym_envs.cli import main  # noqa: E402
 from deepgym_envs.gridnav import VOCABULARY  # noqa: E402
 

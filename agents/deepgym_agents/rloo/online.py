@@ -19,12 +19,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from agents.rloo.collect import Collector, DirectCollector, LoopCollector
-from agents.rloo.config import TrainConfig, TrainConfigError
-from agents.rloo.metrics import MetricsLog, rollout_metrics
-from agents.rloo.state import CheckpointError
-from agents.rloo.trainer import RLOOTrainer, latest_checkpoint
-from agents.trajectory import Trajectory, read_trajectories
+from deepgym_agents.rloo.collect import Collector, DirectCollector, LoopCollector
+from deepgym_agents.rloo.config import TrainConfig, TrainConfigError
+from deepgym_agents.rloo.metrics import MetricsLog, rollout_metrics
+from deepgym_agents.rloo.state import CheckpointError
+from deepgym_agents.rloo.trainer import RLOOTrainer, latest_checkpoint
+from deepgym_agents.trajectory import Trajectory, read_trajectories
 from deepgym_envs.progress import progress_bar
 
 GRIDNAV = "deepgym/GridNav-v0"
@@ -46,14 +46,14 @@ def load_policy(config: TrainConfig, checkpoint: Path | None = None) -> tuple[An
         return (AutoModelForCausalLM.from_pretrained(checkpoint, use_safetensors=True, trust_remote_code=False),
                 AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=False))
     if config.model == "tiny" and config.env_id == GRIDNAV:
-        from agents.rloo.tiny import tiny_causal_lm, word_tokenizer
+        from deepgym_agents.rloo.tiny import tiny_causal_lm, word_tokenizer
         from deepgym_envs.gridnav import VOCABULARY
 
         tokenizer = word_tokenizer(VOCABULARY)
         return tiny_causal_lm(len(tokenizer), seed=config.seed), tokenizer
     path = Path(config.model)
     if config.model == "tiny":  # a chat model for SWE-v0: the agent loop's tiny random-init model
-        from agents.tiny_model import write_tiny_model
+        from deepgym_agents.tiny_model import write_tiny_model
 
         path = Path(config.out) / "tiny-model"
         if not (path / "config.json").exists():
@@ -89,8 +89,8 @@ def make_collector(config: TrainConfig, model: Any, tokenizer: Any) -> Collector
         # a GridNav move is one word, and the word-level tokenizer makes it one token
         return DirectCollector(model, tokenizer, env_id=config.env_id, max_new_tokens=1,
                                temperature=config.temperature, seed=config.seed)
-    from agents.llm import SamplingParams  # the agent loop's backends
-    from agents.llm.hf import HFBackend
+    from deepgym_agents.llm import SamplingParams  # the agent loop's backends
+    from deepgym_agents.llm.hf import HFBackend
 
     env_kwargs: dict[str, Any] = {"tasks": config.tasks} if config.tasks else {}
     if config.sandbox:
@@ -129,7 +129,7 @@ def train_online(config: TrainConfig, *, collector: Collector | None = None,
 def train_offline(config: TrainConfig, path: str | Path) -> RLOOTrainer:
     """Train on a trajectory file: ``config.tasks_per_step`` groups per step, cycling for ``config.steps``."""
     if not Path(path).is_file():
-        raise TrainConfigError(f"no trajectory file at {path} (write one with agents.loop.collect(..., out=PATH))")
+        raise TrainConfigError(f"no trajectory file at {path} (write one with deepgym_agents.loop.collect(..., out=PATH))")
     batches = group_batches(list(read_trajectories(path)), config.tasks_per_step)
     if not batches:
         raise TrainConfigError(f"{path} holds no trajectories")

@@ -120,19 +120,19 @@ BACKENDS = ("vllm", "hf", "openai", "scripted")
 def make_llm(backend: str, model: str, **kwargs: Any) -> LLM | ChatLLM:
     """A backend by name: ``vllm`` / ``hf`` (a model path or hub id), ``openai`` (needs ``base_url``)."""
     if backend == "vllm":
-        from agents.llm.vllm_engine import VLLMBackend
+        from deepgym_agents.llm.vllm_engine import VLLMBackend
 
         return VLLMBackend(model, **kwargs)
     if backend == "hf":
-        from agents.llm.hf import HFBackend
+        from deepgym_agents.llm.hf import HFBackend
 
         return HFBackend.from_pretrained(model, **kwargs)
     if backend == "openai":
-        from agents.llm.openai_client import OpenAIBackend
+        from deepgym_agents.llm.openai_client import OpenAIBackend
 
         return OpenAIBackend(model=model, **kwargs)
     raise DeepgymError(f"unknown LLM backend {backend!r}; choose one of vllm, hf, openai "
-                       "(the scripted backend is built in code: agents.llm.scripted.ScriptedLLM)")
+                       "(the scripted backend is built in code: deepgym_agents.llm.scripted.ScriptedLLM)")
 
 
 __all__ = ["BACKENDS", "ChatLLM", "Generation", "LLM", "SamplingParams", "make_llm", "per_prompt", "require"]

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from agents.base import tool_call
+from deepgym_agents.base import tool_call
 from deepgym_envs import Task
 
 _VIEW_LINE = re.compile(r"^\s*(\d+)\t(.*)$")

@@ -5,7 +5,7 @@ They are real ``transformers`` objects, so the loop, the trainer, the checkpoint
 
 * a chat model for SWE-v0 (:func:`build_tokenizer`, :func:`build_model`, :func:`write_tiny_model`):
 
-      python -m agents.tiny_model OUT_DIR [--layers 2] [--hidden 64] [--seed 0]
+      python -m deepgym_agents.tiny_model OUT_DIR [--layers 2] [--hidden 64] [--seed 0]
 
   writes a ``Qwen2ForCausalLM`` and a byte-level tokenizer with a tool-aware ChatML template
   (Hermes-style ``<tool_call>`` / ``<tool_response>``, like Qwen's) that ``AutoModelForCausalLM``
@@ -13,7 +13,7 @@ They are real ``transformers`` objects, so the loop, the trainer, the checkpoint
   so tokenisation is prefix-stable: the ids of a conversation are the ids of its pieces
   concatenated;
 * a word-level policy small enough to train from scratch on a CPU (:func:`word_tokenizer`,
-  :func:`tiny_causal_lm`; ``agents.rloo.tiny`` names them for the trainer's grid world).
+  :func:`tiny_causal_lm`; ``deepgym_agents.rloo.tiny`` names them for the trainer's grid world).
 
 >>> tok = word_tokenizer(["up", "down", "at", "0", "1"])
 >>> model = tiny_causal_lm(len(tok), seed=0)                      # doctest: +SKIP
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from agents.llm import require
+from deepgym_agents.llm import require
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 #: The word-level tokenizer's special tokens, ids 0..3 (pad, unk, bos, eos).
@@ -125,7 +125,7 @@ def write_tiny_model(out_dir: str | Path, *, layers: int = 2, hidden: int = 64, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents.tiny_model", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m deepgym_agents.tiny_model", description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=64)

@@ -4,6 +4,6 @@
 environment's own tools) or ``noop`` (submits at once).
 """
 
-from agents.base import Agent, make_agent, AGENTS
+from deepgym_agents.base import Agent, make_agent, AGENTS
 
 __all__ = ["AGENTS", "Agent", "make_agent"]

@@ -1,6 +1,6 @@
 """Trajectories as Parquet: one row per episode, the flattened token view as list columns.
 
-    python -m agents.export runs/trajs.jsonl runs/trajs.parquet
+    python -m deepgym_agents.export runs/trajs.jsonl runs/trajs.parquet
 
 A trainer reads ``input_ids``, ``loss_mask``, ``behavior_logprobs`` and ``turn_index`` straight
 into tensors; the turns, verdict and metadata ride along as JSON strings so nothing is lost.
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from agents.llm import require
-from agents.trajectory import Trajectory, read_trajectories
+from deepgym_agents.llm import require
+from deepgym_agents.trajectory import Trajectory, read_trajectories
 
 
 def to_parquet(trajectories: Iterable[Trajectory], path: str | Path) -> int:
@@ -51,7 +51,7 @@ def to_parquet(trajectories: Iterable[Trajectory], path: str | Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m agents.export TRAJECTORIES.jsonl OUT.parquet", file=sys.stderr)
+        print("usage: python -m deepgym_agents.export TRAJECTORIES.jsonl OUT.parquet", file=sys.stderr)
         return 2
     n = to_parquet(read_trajectories(args[0]), args[1])
     print(f"{n} trajectories written to {args[1]}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.rloo.config import TrainConfig
+from deepgym_agents.rloo.config import TrainConfig
 
 GRIDNAV = "deepgym/GridNav-v0"
 
@@ -28,7 +28,7 @@ def gridnav_config(**overrides: Any) -> TrainConfig:
 
 def success_rate(model: Any, tokenizer: Any, *, episodes_per_task: int = 16, seed: int = 12345) -> float:
     """Resolved fraction of sampled (temperature 1) episodes on every GridNav task."""
-    from agents.rloo.collect import DirectCollector
+    from deepgym_agents.rloo.collect import DirectCollector
     from deepgym_envs.gridnav import gridnav_tasks
 
     tasks = [t.instance_id for t in gridnav_tasks()]

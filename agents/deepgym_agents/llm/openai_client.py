@@ -1,7 +1,7 @@
 """An OpenAI-compatible ``/chat/completions`` client (stdlib only) for the agent loop.
 
 Works against ``vllm serve MODEL --enable-auto-tool-choice --tool-call-parser hermes`` and any
-provider. A remote server owns the tokenizer, so this is a :class:`agents.llm.ChatLLM`: it takes
+provider. A remote server owns the tokenizer, so this is a :class:`deepgym_agents.llm.ChatLLM`: it takes
 messages and tool schemas, returns the assistant message (text or ``tool_calls``), and returns
 token ids only when the server reports them:
 
@@ -22,7 +22,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from agents.llm import Generation, SamplingParams, per_prompt
+from deepgym_agents.llm import Generation, SamplingParams, per_prompt
 from deepgym_envs.errors import DeepgymError, InfrastructureError
 from deepgym_envs.openai_http import ChatCompletions, ContextTooLong
 

@@ -8,10 +8,10 @@ So environment steps (tool calls, test runs, grading) overlap with the next gene
 the engine idles only when no episode at all is waiting for it. (``sync_batches`` and
 ``batch_window`` trade that overlap for bigger batches.)
 
-Two kinds of backend (:mod:`agents.llm`):
+Two kinds of backend (:mod:`deepgym_agents.llm`):
 
 * token-in/token-out (``vllm``, ``hf``, scripted with a tokenizer): prompts are token ids built
-  incrementally (:mod:`agents.chat`): the engine's own ids, then the template's delta. Trajectories
+  incrementally (:mod:`deepgym_agents.chat`): the engine's own ids, then the template's delta. Trajectories
   carry every id and the behaviour logprobs (``metadata["ids"] == "complete"``).
 * chat (``openai``, scripted without a tokenizer): the loop sends messages; trajectories carry the
   messages and whatever ids the server returned (``metadata["ids"]`` is ``"completion_only"`` or
@@ -21,10 +21,10 @@ An episode stops when the agent submits (``submitted``), the step budget runs ou
 the next prompt would not fit (``context_length``: the final state is still graded, by a submit the
 loop sends), or the backend or the harness fails (``error: ...``, masked: no verdict).
 
-What the loop adds to :class:`agents.trajectory.Trajectory` (all in ``metadata``, nothing in the
+What the loop adds to :class:`deepgym_agents.trajectory.Trajectory` (all in ``metadata``, nothing in the
 schema itself): ``ids`` (see above), ``template_prefix_stable``, ``template_match``,
 ``observation_special_ids`` (special-token ids that text from the environment became despite the
-neutralising in :mod:`agents.chat`; above 0, ``template_match`` is false), ``patch`` (the
+neutralising in :mod:`deepgym_agents.chat`; above 0, ``template_match`` is false), ``patch`` (the
 final diff, for SWE-bench predictions), ``wall_time``, ``completion_tokens`` (chat mode, as the
 server counted), ``graded_by: "loop_submit"`` and ``observation_cut`` (context_length endings),
 ``traceback`` (error endings); per turn, ``timing["template"]`` beside ``generate`` and ``env``.
@@ -42,11 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from agents.base import tool_call
-from agents.chat import ChatFormatter, assistant_message
-from agents.envs import EnvPool, LocalEnvPool
-from agents.llm import Generation, SamplingParams, with_max_tokens
-from agents.trajectory import Trajectory, Turn, append_trajectories
+from deepgym_agents.base import tool_call
+from deepgym_agents.chat import ChatFormatter, assistant_message
+from deepgym_agents.envs import EnvPool, LocalEnvPool
+from deepgym_agents.llm import Generation, SamplingParams, with_max_tokens
+from deepgym_agents.trajectory import Trajectory, Turn, append_trajectories
 from deepgym_envs.errors import DeepgymError, InfrastructureError
 from deepgym_envs.progress import progress_bar
 from deepgym_envs.tasks import Task
@@ -80,7 +80,7 @@ def collect(llm: Any, tasks: Sequence[str | Task], *, env_id: str = "deepgym/SWE
     """Run ``k`` episodes of every task with ``llm``; return the trajectories in task order.
 
     Args:
-        llm: an :class:`agents.llm.LLM` (token ids) or :class:`agents.llm.ChatLLM` (messages).
+        llm: an :class:`deepgym_agents.llm.LLM` (token ids) or :class:`deepgym_agents.llm.ChatLLM` (messages).
         tasks: task ids, or Task objects (then they are also the environments' task set).
         env_kwargs: passed to ``gym.make``; ``max_steps`` is the step budget unless set there.
         k: rollouts per task; they share a ``group_id``.

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from agents.rloo.advantages import AdvantageConfig
+from deepgym_agents.rloo.advantages import AdvantageConfig
 from deepgym_envs.errors import DeepgymError
 
 

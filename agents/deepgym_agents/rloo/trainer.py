@@ -5,7 +5,7 @@
     ─►  clipped-ratio loss against the behaviour log-probs (+ k3 KL, − entropy)  ─►  clip grad, step
 
 It owns the model, the optimiser and (when ``kl_coef > 0``) the reference policy; it does not roll
-out — the online loop (``agents.rloo.online``) or a trajectory file provides the batches.
+out — the online loop (``deepgym_agents.rloo.online``) or a trajectory file provides the batches.
 
 >>> trainer = RLOOTrainer(model, tokenizer, TrainConfig(lr=1e-4))   # doctest: +SKIP
 >>> metrics = trainer.step(trajectories)                            # doctest: +SKIP
@@ -22,11 +22,11 @@ from typing import Any, Sequence
 
 import torch
 
-from agents.rloo.advantages import compute_advantages, token_advantages
-from agents.rloo.config import TrainConfig
-from agents.rloo.loss import Batch, collate, rloo_loss, token_logprobs
-from agents.rloo.state import CheckpointError, has_state, read_state, write_state
-from agents.trajectory import Trajectory
+from deepgym_agents.rloo.advantages import compute_advantages, token_advantages
+from deepgym_agents.rloo.config import TrainConfig
+from deepgym_agents.rloo.loss import Batch, collate, rloo_loss, token_logprobs
+from deepgym_agents.rloo.state import CheckpointError, has_state, read_state, write_state
+from deepgym_agents.trajectory import Trajectory
 
 
 def pick_device(name: str) -> torch.device:
@@ -141,7 +141,7 @@ class RLOOTrainer:
         """Weights (or LoRA adapters) in ``save_pretrained`` layout, the tokenizer, optimiser and RNG state.
 
         Nothing is pickled: weights are safetensors, the rest safetensors and JSON
-        (:mod:`agents.rloo.state`), so resuming someone else's run folder cannot run code.
+        (:mod:`deepgym_agents.rloo.state`), so resuming someone else's run folder cannot run code.
         """
         directory = Path(directory)
         tmp = directory.with_name(directory.name + ".tmp")

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
-from agents.trajectory import Trajectory
+from deepgym_agents.trajectory import Trajectory
 
 #: What each metric means (the README's table is generated from the same words).
 KEYS = {

@@ -5,7 +5,7 @@
     deepgym train --from trajectories.jsonl --model MODEL_DIR --out runs/offline
     deepgym plot-run runs/grid          # → runs/grid/curves.png
 
-Every :class:`~agents.rloo.config.TrainConfig` field is a flag (``lr`` → ``--lr``), with the field's
+Every :class:`~deepgym_agents.rloo.config.TrainConfig` field is a flag (``lr`` → ``--lr``), with the field's
 docstring as its help, so the dataclass stays the one place the options are documented.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-from agents.rloo.config import TrainConfig
+from deepgym_agents.rloo.config import TrainConfig
 
 
 def _field_docs() -> dict[str, str]:
@@ -75,7 +75,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from agents.rloo.online import train_offline, train_online
+    from deepgym_agents.rloo.online import train_offline, train_online
     from deepgym_envs.progress import console
 
     config = config_from_args(args)
@@ -87,7 +87,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _plot_run(args: argparse.Namespace) -> int:
-    from agents.rloo.metrics import plot_run
+    from deepgym_agents.rloo.metrics import plot_run
     from deepgym_envs.progress import console
 
     console().print(f"wrote {plot_run(args.run_dir, args.out)}")

@@ -1,13 +1,13 @@
 """Where the online trainer's rollouts come from: a :class:`Collector` returns grouped trajectories.
 
-* :class:`LoopCollector` — the reference agent loop (``agents.loop.collect``) against an LLM
+* :class:`LoopCollector` — the reference agent loop (``deepgym_agents.loop.collect``) against an LLM
   backend (vLLM on a GPU, transformers on a CPU): chat templates, tool calls, SWE-v0.
 * :class:`DirectCollector` — batched sampling straight from a ``transformers`` causal LM for
   environments with short plain-text observations (``deepgym/GridNav-v0``): every live episode's
   next token comes from one forward pass, so a tiny policy can be trained from scratch in minutes.
   Its token layout is ``<bos> obs_0 | completion_0 | obs_1 | completion_1 ...`` (no chat template).
 
-Both fill the same :class:`~agents.trajectory.Trajectory` schema: the tokens actually sampled, their
+Both fill the same :class:`~deepgym_agents.trajectory.Trajectory` schema: the tokens actually sampled, their
 behaviour log-probabilities, per-turn rewards, the verdict and the ``masked`` flag.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, Protocol, Sequence
 
 import gymnasium as gym
 
-from agents.trajectory import Trajectory, Turn
+from deepgym_agents.trajectory import Trajectory, Turn
 
 
 class Collector(Protocol):
@@ -163,13 +163,13 @@ class _Pending:
 
 @dataclass
 class LoopCollector:
-    """Rollouts through the reference agent loop (``agents.loop.collect``) and an LLM backend."""
+    """Rollouts through the reference agent loop (``deepgym_agents.loop.collect``) and an LLM backend."""
 
     llm: Any
     env_id: str = "deepgym/SWE-v0"
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     params: Any = None
-    """``agents.llm.SamplingParams``; the backend's defaults when None."""
+    """``deepgym_agents.llm.SamplingParams``; the backend's defaults when None."""
     max_steps: int = 10
     max_context_tokens: int = 32768
     concurrency: int = 1
@@ -177,7 +177,7 @@ class LoopCollector:
     """Append every trajectory to this JSONL file as well."""
 
     def collect(self, task_ids: Sequence[str], k: int, *, policy_version: int = 0) -> list[Trajectory]:
-        from agents.loop import collect  # the agent loop is optional until it is installed
+        from deepgym_agents.loop import collect  # the agent loop is optional until it is installed
 
         tasks = list(task_ids)
         return collect(self.llm, tasks, env_id=self.env_id, env_kwargs=self.env_kwargs, k=k,
@@ -186,7 +186,7 @@ class LoopCollector:
                        policy_version=policy_version, show_progress=False)
 
     def sync(self, model: Any) -> float:
-        from agents.rloo.weights import policy_state_dict
+        from deepgym_agents.rloo.weights import policy_state_dict
 
         t0 = time.perf_counter()
         if getattr(self.llm, "model", None) is model:
@@ -195,4 +195,4 @@ class LoopCollector:
         return time.perf_counter() - t0
 
     def close(self) -> None:
-        pass  # agents.loop.collect opens and closes its environments on every call
+        pass  # deepgym_agents.loop.collect opens and closes its environments on every call

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from agents.llm import Generation, SamplingParams, per_prompt, require
+from deepgym_agents.llm import Generation, SamplingParams, per_prompt, require
 from deepgym_envs.errors import DeepgymError
 
 

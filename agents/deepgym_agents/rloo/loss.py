@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import torch
 
-from agents.trajectory import Flat
+from deepgym_agents.trajectory import Flat
 
 
 @dataclass

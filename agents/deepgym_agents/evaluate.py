@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 
 from rich.markup import escape
 
-from agents.llm import SamplingParams
-from agents.trajectory import Trajectory
+from deepgym_agents.llm import SamplingParams
+from deepgym_agents.trajectory import Trajectory
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.evaluation import EpisodeResult, EvalResult, print_report, select_tasks
 from deepgym_envs.leaderboard.results import pass_at_k as task_pass_at_k
@@ -153,15 +153,15 @@ def make_backend(args: argparse.Namespace) -> Any:
     if not args.model:
         raise DeepgymError(f"--agent {args.agent} needs --model")
     if args.agent == "openai":
-        from agents.llm.openai_client import OpenAIBackend
+        from deepgym_agents.llm.openai_client import OpenAIBackend
 
         return OpenAIBackend(args.base_url or "", args.model, api_key=args.api_key,
                              max_concurrency=args.concurrency, vllm_extras=args.vllm_extras)
     if args.agent == "vllm":
-        from agents.llm.vllm_engine import VLLMBackend
+        from deepgym_agents.llm.vllm_engine import VLLMBackend
 
         return VLLMBackend(args.model, max_model_len=args.max_context or None, seed=args.seed)
-    from agents.llm.hf import HFBackend
+    from deepgym_agents.llm.hf import HFBackend
 
     return HFBackend.from_pretrained(args.model)
 
@@ -178,9 +178,9 @@ def model_context(llm: Any, requested: int) -> int:
 
 def run_llm_eval(args: argparse.Namespace) -> LLMEvalResult:
     """Everything ``deepgym eval --agent openai|vllm|hf`` does, minus printing."""
-    from agents.export import to_parquet
-    from agents.loop import collect
-    from agents.trajectory import read_trajectories
+    from deepgym_agents.export import to_parquet
+    from deepgym_agents.loop import collect
+    from deepgym_agents.trajectory import read_trajectories
     from deepgym_envs.tasks import load_tasks
 
     tasks = select_tasks(load_tasks(args.tasks), args.task_ids or (), args.limit, source=args.tasks)

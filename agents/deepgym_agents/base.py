@@ -22,7 +22,7 @@ def tool_call(name: str, **arguments: Any) -> str:
 
 
 def _registry() -> dict[str, Callable[[Task], Agent]]:
-    from agents.baselines import NoopAgent, OracleAgent
+    from deepgym_agents.baselines import NoopAgent, OracleAgent
 
     return {"oracle": OracleAgent, "noop": NoopAgent}
 

@@ -36,7 +36,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
-from agents.trajectory import Trajectory
+from deepgym_agents.trajectory import Trajectory
 from deepgym_envs.rewards import OUTCOME, passes_gate, process_reward
 
 EPS = 1e-9

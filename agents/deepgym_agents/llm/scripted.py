@@ -16,8 +16,8 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from agents.base import tool_call
-from agents.llm import Generation, SamplingParams, per_prompt
+from deepgym_agents.base import tool_call
+from deepgym_agents.llm import Generation, SamplingParams, per_prompt
 
 Script = Sequence[str] | Callable[[int, str], str]
 """Responses by turn, or ``f(turn, prompt_text) -> response``."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Sequence
 
-from agents.llm import Generation, SamplingParams, per_prompt, require
+from deepgym_agents.llm import Generation, SamplingParams, per_prompt, require
 from deepgym_envs.errors import DeepgymError
 
 
@@ -49,7 +49,7 @@ class HFBackend:
             model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=False).to(device)
         except OSError as exc:
             raise DeepgymError(f"cannot load a model from {path!r}: {exc} "
-                               "(a tiny local one: python -m agents.tiny_model DIR)") from None
+                               "(a tiny local one: python -m deepgym_agents.tiny_model DIR)") from None
         return cls(model, tokenizer, model_name=kwargs.pop("model_name", path), **kwargs)
 
     def generate(self, prompts: list[list[int]], params: SamplingParams | Sequence[SamplingParams]) -> list[Generation]:
