@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from deepgym_envs.defaults import MAX_STEPS
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.progress import console, fail_without_verdicts, notes, print_json, print_table
 from deepgym_envs.tasks import ALLOW_OUTSIDE_ENV
@@ -199,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", default="builtin", help="'builtin', a .jsonl file or a directory")
     p.add_argument("--out", default=None, help="write results JSON here")
     p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
-    p.add_argument("--max-steps", type=int, default=50, help="step budget per episode (0 = no limit)")
+    p.add_argument("--max-steps", type=int, default=MAX_STEPS, help="step budget per episode (0 = no limit)")
     p.add_argument("--concurrency", type=int, default=os.cpu_count() or 1, help="episodes in flight at once")
     p.add_argument("--task-ids", action="append", metavar="ID|GLOB",
                    help="only tasks whose id matches, e.g. 'deepgym__cronparse-*' (repeatable, or comma-separated)")
