@@ -5,6 +5,8 @@
 >>> obs, info = env.reset(seed=0)
 >>> obs, reward, terminated, truncated, info = env.step(
 ...     '<tool_call>{"name": "view", "arguments": {"path": "."}}</tool_call>')
+>>> env = gym.make("deepgym/SWE-v0", reward="outcome",               # doctest: +SKIP
+...                sandbox=SandboxConfig("docker", grading_timeout=600))
 
 Observations and actions are text. ``info`` carries the tool schemas (OpenAI function format),
 the reward components, test results when tests ran, the verdict at the end, and (with
@@ -18,6 +20,7 @@ from __future__ import annotations
 import difflib
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,7 +30,8 @@ from deepgym_envs.actions import parse_action
 from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError
 from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox
 from deepgym_envs.pyenv import sandbox_spec
-from deepgym_envs.rewards import REWARD_MODES, RewardConfig, RewardModel, potential
+from deepgym_envs.defaults import MAX_STEPS
+from deepgym_envs.rewards import RewardConfig, RewardModel, potential
 from deepgym_envs.sandbox import BACKENDS, Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, find_task, load_tasks
@@ -59,39 +63,70 @@ Use the tools ({tools}) one call per turn. Tests you add are not graded, and cha
 test configuration are discarded before grading. Call submit when you are done."""
 
 
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Where SWE-v0's episodes run and how long their grading may take; ``SWEEnv(sandbox="docker")``
+    is short for ``SandboxConfig("docker")``. What one task needs of its sandbox (its Python
+    environment) is that task's own :class:`~deepgym_envs.sandbox.SandboxSpec`."""
+
+    backend: str | None = None
+    """``namespace`` | ``local`` | ``docker``; None = docker for a task taken from an image, else
+    :func:`~deepgym_envs.sandbox.default_backend`."""
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    """Each sandbox's resource limits (CPU time, memory, disk, processes)."""
+    grading_timeout: float = GRADING_TIMEOUT
+    """Seconds the hidden-test run may take."""
+    warm_tests: bool = True
+    """Serve ``run_tests`` from a pre-imported pytest server inside the sandbox, and grade in pooled
+    views with their own servers (same results as cold runs, without interpreter start-up;
+    namespace backend). The views are closed by ``SWEEnv.close()``."""
+
+    def __post_init__(self) -> None:
+        if self.backend is not None:
+            _choice("sandbox", self.backend, BACKENDS)
+        if not isinstance(self.limits, SandboxLimits):
+            raise DeepgymError(f"limits must be a SandboxLimits, not {type(self.limits).__name__}")
+        timeout = self.grading_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise DeepgymError(f"grading_timeout={timeout!r}: give the seconds the hidden tests may run (> 0)")
+        if not isinstance(self.warm_tests, bool):
+            raise DeepgymError(f"warm_tests={self.warm_tests!r}: True or False")
+
+    @classmethod
+    def of(cls, value: "SandboxConfig | str | None") -> "SandboxConfig":
+        """A config as given, or a backend name (None: the default) with the other options at theirs."""
+        if isinstance(value, SandboxConfig):
+            return value
+        if value is None or isinstance(value, str):
+            return cls(backend=value)
+        raise DeepgymError(f"sandbox must be a backend name ({', '.join(BACKENDS)}) or a SandboxConfig, "
+                           f"not {type(value).__name__}")
+
+
 class SWEEnv(gym.Env[str, str]):
     """A multi-turn coding task: view, search, edit, run tests, bash, submit."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(self, tasks: str | Path | list[Task] = "builtin", *, task_id: str | None = None,
-                 sandbox: str | None = None, toolset: str = "default", max_steps: int = 50,
-                 reward_mode: str = "process", invalid_action_penalty: float = 0.05,
-                 p2p_weight: float = 1.0, localisation_bonus: float = 0.0, gate_threshold: float = 1.0,
-                 limits: SandboxLimits | None = None, grading_timeout: float = GRADING_TIMEOUT,
-                 record_timing: bool = False, render_mode: str | None = None, warm_tests: bool = True) -> None:
+                 toolset: str = "default", max_steps: int = MAX_STEPS, reward: RewardConfig | str = RewardConfig(),
+                 sandbox: SandboxConfig | str | None = None, record_timing: bool = False,
+                 render_mode: str | None = None) -> None:
         """
         Args:
             tasks: ``"builtin"``, a SWE-bench-style ``.jsonl`` file or directory, or Task objects.
             task_id: always use this task (otherwise ``reset`` picks one with its seed).
-            sandbox: backend name; None = ``namespace``.
             toolset: ``"default"`` (view/search/edit/run_tests/bash/submit) or ``"bash"``.
             max_steps: step budget; the final state is graded when it runs out. 0 = no limit.
-            reward_mode: ``outcome`` | ``process`` | ``gated`` (see :mod:`deepgym_envs.rewards`).
-            invalid_action_penalty: subtracted for each malformed or refused action.
-            p2p_weight: λ, the weight of broken PASS_TO_PASS tests in the shaping potential.
-            localisation_bonus: paid once for the first view of a file the gold patch touches.
-            gate_threshold: gated mode: the outcome needed for the banked shaping to be paid.
-            limits: sandbox resource limits.
-            grading_timeout: seconds the hidden-test run may take.
+            reward: a :class:`~deepgym_envs.rewards.RewardConfig` (mode, penalty, λ, localisation
+                bonus, gate), or just its mode: ``outcome`` | ``process`` | ``gated``.
+            sandbox: a :class:`SandboxConfig` (backend, limits, grading timeout, warm tests), or just
+                its backend name; None = the default backend.
             record_timing: add wall-clock timings to ``info["timing"]``. Off by default because
                 Gymnasium's checker requires ``info`` to be the same for the same seed and actions.
-            warm_tests: serve ``run_tests`` from a pre-imported pytest server inside the sandbox,
-                and grade in pooled views with their own servers (same results as cold runs,
-                without interpreter start-up; namespace backend). Views are closed by ``close()``.
         """
-        _check_arguments(sandbox=sandbox, toolset=toolset, max_steps=max_steps, reward_mode=reward_mode,
-                         limits=limits, grading_timeout=grading_timeout, render_mode=render_mode)
+        _check_arguments(toolset=toolset, max_steps=max_steps, render_mode=render_mode)
+        reward, sandbox = RewardConfig.of(reward), SandboxConfig.of(sandbox)
         self.tasks = list(tasks) if isinstance(tasks, list) else load_tasks(tasks)
         if not self.tasks:
             where = "" if isinstance(tasks, list) else f" {tasks}"
@@ -100,17 +135,14 @@ class SWEEnv(gym.Env[str, str]):
         if task_id is not None:
             find_task(self.tasks, task_id)
         self.default_task_id = task_id
-        self.backend = sandbox
+        self.sandbox_config = sandbox
+        self.backend, self.limits = sandbox.backend, sandbox.limits
         self.toolset = toolset
         self.max_steps = max_steps
-        self.limits = limits or SandboxLimits()
-        self.grading_timeout = grading_timeout
-        self.rewards = RewardModel(RewardConfig(reward_mode, invalid_action_penalty, p2p_weight,
-                                                localisation_bonus, gate_threshold))
+        self.rewards = RewardModel(reward)
         self.render_mode = render_mode
         self.record_timing = record_timing
-        self.warm_tests = warm_tests
-        self._views = ViewPool() if warm_tests else None
+        self._views = ViewPool() if sandbox.warm_tests else None
         self.tool_schemas = schemas_for(toolset)
         self.observation_space = AnyText(MAX_TEXT, min_length=0)
         self.action_space = AnyText(MAX_TEXT, min_length=0)
@@ -142,7 +174,8 @@ class SWEEnv(gym.Env[str, str]):
             self._close_sandbox()
             self._sandbox = make_sandbox(pristine_tree(task), self.backend, self.limits, spec=sandbox_spec(task))
             self._sandbox_task = task.instance_id
-        self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd, warm_tests=self.warm_tests)
+        self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd,
+                            warm_tests=self.sandbox_config.warm_tests)
         self._steps, self._done, self.verdict = 0, False, None
         self._graded_patch = ""
         self.rewards.reset(self._potential(task, "") if self.rewards.config.shaped else None)
@@ -196,7 +229,7 @@ class SWEEnv(gym.Env[str, str]):
 
     def _potential(self, task: Task, patch: str) -> float | None:
         verdict = VERDICTS.grade(task, patch, backend=self.backend, limits=self.limits,
-                                 timeout=self.grading_timeout, views=self._views)
+                                 timeout=self.sandbox_config.grading_timeout, views=self._views)
         self._last_progress = verdict
         return potential(verdict, self.rewards.config.p2p_weight)
 
@@ -225,7 +258,8 @@ class SWEEnv(gym.Env[str, str]):
             self.verdict = Verdict.no_verdict(infra_error)
         else:
             self.verdict = grade_sandbox(self.task, self._sandbox, cache=VERDICTS, backend=self.backend,
-                                         limits=self.limits, timeout=self.grading_timeout, views=self._views)
+                                         limits=self.limits, timeout=self.sandbox_config.grading_timeout,
+                                         views=self._views)
         return self.verdict
 
     def render(self) -> str | None:
@@ -272,27 +306,20 @@ def _check_unicode(arguments: dict[str, Any]) -> None:
             stack.extend(value)
 
 
-def _check_arguments(*, sandbox: Any, toolset: Any, max_steps: Any, reward_mode: Any, limits: Any,
-                     grading_timeout: Any, render_mode: Any) -> None:
-    """Configuration mistakes fail at construction, not at the first ``reset`` minutes later."""
-    def choice(name: str, value: Any, allowed: Sequence[str]) -> None:
-        if value not in allowed:
-            close = difflib.get_close_matches(str(value), allowed, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise DeepgymError(f"{name}={value!r} is not one of {', '.join(map(str, allowed))}.{hint}")
+def _choice(name: str, value: Any, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        close = difflib.get_close_matches(str(value), allowed, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise DeepgymError(f"{name}={value!r} is not one of {', '.join(map(str, allowed))}.{hint}")
 
-    if sandbox is not None:
-        choice("sandbox", sandbox, BACKENDS)
-    choice("toolset", toolset, tuple(TOOLSETS))
-    choice("reward_mode", reward_mode, REWARD_MODES)
+
+def _check_arguments(*, toolset: Any, max_steps: Any, render_mode: Any) -> None:
+    """Configuration mistakes fail at construction, not at the first ``reset`` minutes later."""
+    _choice("toolset", toolset, tuple(TOOLSETS))
     if render_mode is not None:
-        choice("render_mode", render_mode, SWEEnv.metadata["render_modes"])
+        _choice("render_mode", render_mode, SWEEnv.metadata["render_modes"])
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
         raise DeepgymError(f"max_steps={max_steps!r}: give a whole number of steps, 0 for no limit")
-    if limits is not None and not isinstance(limits, SandboxLimits):
-        raise DeepgymError(f"limits must be a SandboxLimits, not {type(limits).__name__}")
-    if isinstance(grading_timeout, bool) or not isinstance(grading_timeout, (int, float)) or not grading_timeout > 0:
-        raise DeepgymError(f"grading_timeout={grading_timeout!r}: give the seconds the hidden tests may run (> 0)")
 
 
 def _normpath(path: Any) -> str:

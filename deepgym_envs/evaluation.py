@@ -15,9 +15,11 @@ from typing import Any, Callable, ClassVar, Sequence
 from rich.markup import escape
 from rich.table import Table
 
+from deepgym_envs.defaults import MAX_STEPS
 from deepgym_envs.env import SWEEnv
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.progress import console, print_no_verdicts, print_table, progress_bar
+from deepgym_envs.sandbox import default_backend
 from deepgym_envs.tasks import Task
 
 _COLORS = {"resolved": "green", "unresolved": "red", "no_verdict": "yellow"}
@@ -151,7 +153,7 @@ def run_episode(env: SWEEnv, agent: Any, task_id: str, seed: int = 0) -> Episode
 
 
 def evaluate(agent_name: str, make_agent: Callable[[Task], Any], tasks: list[Task], *, task_set: str = "builtin",
-             backend: str | None = None, max_steps: int = 50, concurrency: int = 2,
+             backend: str | None = None, max_steps: int = MAX_STEPS, concurrency: int = 2,
              env_kwargs: dict[str, Any] | None = None, show_progress: bool = True) -> EvalResult:
     """Run one episode per task, ``concurrency`` at a time, each in its own environment."""
     if concurrency < 1:
@@ -177,4 +179,4 @@ def evaluate(agent_name: str, make_agent: Callable[[Task], Any], tasks: list[Tas
             results[res.task_id] = res
             advance(f"{res.task_id}: {res.status}")
     ordered = [results[t.instance_id] for t in tasks]
-    return EvalResult(agent_name, task_set, backend or "namespace", ordered, time.monotonic() - started)
+    return EvalResult(agent_name, task_set, backend or default_backend(), ordered, time.monotonic() - started)

@@ -71,21 +71,21 @@ class GridNavEnv(gym.Env[str, str]):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    def __init__(self, tasks: list[GridTask] | None = None, *, slack: int = 2, reward_mode: str = "process",
-                 invalid_action_penalty: float = 0.05, task_id: str | None = None,
+    def __init__(self, tasks: list[GridTask] | None = None, *, slack: int = 2,
+                 reward: RewardConfig | str = RewardConfig(), task_id: str | None = None,
                  render_mode: str | None = None) -> None:
         """
         Args:
             tasks: the task set (default: :func:`gridnav_tasks` ``()``, eight 4×4 tasks).
             slack: steps allowed beyond the shortest path (2 = room for one wrong move and its undo).
-            reward_mode: ``process`` (shaping + outcome), ``outcome`` or ``gated``, as for SWE-v0.
-            invalid_action_penalty: paid for text that is not one of the four moves. 0 = off.
+            reward: a :class:`~deepgym_envs.rewards.RewardConfig` or its mode, as for SWE-v0
+                (``invalid_action_penalty`` is paid for text that is not one of the four moves).
             task_id: fix the task instead of drawing one from ``np_random`` at each reset.
         """
         self.tasks = list(tasks) if tasks is not None else gridnav_tasks()
         self.slack = slack
         self.default_task_id = task_id
-        self.rewards = RewardModel(RewardConfig(mode=reward_mode, invalid_action_penalty=invalid_action_penalty))
+        self.rewards = RewardModel(RewardConfig.of(reward))
         self.render_mode = render_mode
         self.observation_space = gym.spaces.Text(256, charset=_CHARSET)
         self.action_space = gym.spaces.Text(256, charset=_CHARSET)

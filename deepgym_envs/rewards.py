@@ -19,6 +19,12 @@ Modes: ``outcome`` (no shaping), ``process`` (everything, the default), ``gated`
 reported every step but paid only at the end, and only if the outcome reaches ``gate_threshold``;
 Gated Reward Accumulation, 2025).
 
+:class:`RewardConfig` holds every option, once: ``SWEEnv(reward=RewardConfig(mode="gated"))`` (or
+``reward="gated"`` for the defaults of the rest), ``GridNavEnv`` likewise, and the RLOO trainer's
+``TrainConfig.rewards``, whose ``gate_threshold`` also gates its ``reward="gated"`` advantages. The
+options are the environment's, not wrappers over ``info["reward_components"]``: the ``outcome`` mode
+saves the grading run behind every shaping step, which a wrapper could only throw away after paying.
+
 Worked example (one F2P test, two P2P tests, λ = 1): at reset Φ = 0/1 − 1·0/2 = 0. The agent's
 first edit breaks one P2P test and fixes nothing: Φ = 0 − 0.5, shaping −0.5. Its second edit
 fixes the bug and the broken test: Φ = 1, shaping +1.5. It submits: outcome +1. The episode's
@@ -27,12 +33,16 @@ return is −0.5 + 1.5 + 1 = 2 = (Φ_final − Φ_initial) + outcome, whatever p
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal, get_args
 
+from deepgym_envs.errors import DeepgymError
 from deepgym_envs.grading import Verdict
 
-REWARD_MODES = ("outcome", "process", "gated")
+RewardMode = Literal["outcome", "process", "gated"]
+REWARD_MODES: tuple[str, ...] = get_args(RewardMode)
 
 #: The component names: keys of ``info["reward_components"]`` and of each recorded turn's.
 SHAPING, INVALID_ACTION, LOCALISATION = "shaping", "invalid_action", "localisation"
@@ -56,8 +66,9 @@ def process_reward(components: Mapping[str, float]) -> float:
 class RewardConfig:
     """How an environment scores an episode."""
 
-    mode: str = "process"
-    """``outcome`` | ``process`` | ``gated`` (see the module docstring)."""
+    mode: RewardMode = "process"
+    """``outcome`` (no shaping) | ``process`` (everything) | ``gated`` (shaping paid at the end, if the
+    outcome passes the gate); see :mod:`deepgym_envs.rewards`."""
     invalid_action_penalty: float = 0.05
     """Subtracted for each action that could not be parsed or that a tool refused. 0 = off."""
     p2p_weight: float = 1.0
@@ -69,7 +80,23 @@ class RewardConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in REWARD_MODES:
-            raise ValueError(f"reward_mode must be one of {', '.join(REWARD_MODES)}, not {self.mode!r}")
+            close = difflib.get_close_matches(str(self.mode), REWARD_MODES, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise DeepgymError(f"reward mode {self.mode!r} is not one of {', '.join(REWARD_MODES)}.{hint}")
+        for name in ("invalid_action_penalty", "p2p_weight", "localisation_bonus", "gate_threshold"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise DeepgymError(f"reward option {name}={value!r}: expected a number")
+
+    @classmethod
+    def of(cls, value: "RewardConfig | str") -> "RewardConfig":
+        """A config as given, or a mode name with every other option at its default."""
+        if isinstance(value, RewardConfig):
+            return value
+        if isinstance(value, str):
+            return cls(mode=value)
+        raise DeepgymError(f"reward must be a RewardConfig or a mode name ({', '.join(REWARD_MODES)}), "
+                           f"not {type(value).__name__}")
 
     @property
     def shaped(self) -> bool:

@@ -13,6 +13,7 @@ from gymnasium.utils.env_checker import check_env
 import deepgym_envs  # noqa: F401  (registers the environments)
 from deepgym_envs.env import ResetNeeded, SWEEnv
 from deepgym_envs.errors import UnknownTaskError
+from deepgym_envs.rewards import RewardConfig
 from deepgym_envs.tools import SCHEMAS
 
 pytestmark = needs_namespace
@@ -46,7 +47,7 @@ def wordy_multi_jsonl(wordy_env_dirs, monkeypatch):
 @pytest.fixture
 def wordy_env(wordy_jsonl):
     # outcome mode: rewards are exactly penalties plus the final verdict (shaping has its own tests)
-    env = SWEEnv(wordy_jsonl, reward_mode="outcome")
+    env = SWEEnv(wordy_jsonl, reward="outcome")
     yield env
     env.close()
 
@@ -161,7 +162,7 @@ def test_invalid_action_is_an_error_observation_with_a_penalty(wordy_env, action
 
 
 def test_penalty_is_configurable(wordy_jsonl):
-    env = SWEEnv(wordy_jsonl, invalid_action_penalty=0.0, reward_mode="outcome")
+    env = SWEEnv(wordy_jsonl, reward=RewardConfig(mode="outcome", invalid_action_penalty=0.0))
     try:
         env.reset(seed=0)
         obs, reward, *_, info = env.step("no tool call here")
@@ -230,7 +231,7 @@ def test_default_env_pays_the_outcome_for_a_fix(wordy_jsonl):
 
 
 def test_step_budget_truncates_and_still_grades(wordy_jsonl):
-    env = SWEEnv(wordy_jsonl, max_steps=2, reward_mode="outcome")
+    env = SWEEnv(wordy_jsonl, max_steps=2, reward="outcome")
     try:
         env.reset(seed=0)
         _, _, terminated, truncated, info = env.step(tool("edit", command="str_replace", path="src/wordy/core.py",

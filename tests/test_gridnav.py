@@ -50,7 +50,7 @@ def test_wrong_moves_walls_and_nonsense_are_told_apart():
 
 
 def test_outcome_mode_pays_only_the_verdict():
-    env = gym.make("deepgym/GridNav-v0", tasks=[TASK], reward_mode="outcome")
+    env = gym.make("deepgym/GridNav-v0", tasks=[TASK], reward="outcome")
     env.reset(options={"task_id": TASK.instance_id})
     rewards = [env.step(m)[1] for m in ("right", "up", "right")]
     assert rewards == [0.0, 0.0, 1.0]

@@ -92,7 +92,7 @@ def test_shaping_telescopes_over_any_episode(toy_task, seed):
 
 
 def test_outcome_mode_has_no_shaping(toy_task):
-    env = env_for(toy_task, reward_mode="outcome")
+    env = env_for(toy_task, reward="outcome")
     env.reset()
     _, r, *_, info = env.step(FIX)
     assert r == 0.0 and "shaping" not in info["reward_components"]
@@ -102,7 +102,7 @@ def test_outcome_mode_has_no_shaping(toy_task):
 
 
 def test_localisation_bonus_once(toy_task):
-    env = env_for(toy_task, localisation_bonus=0.1)
+    env = env_for(toy_task, reward=RewardConfig(localisation_bonus=0.1))
     env.reset()
     _, r1, *_, info1 = env.step(LOOK)
     _, r2, *_, info2 = env.step({"name": "view", "arguments": {"path": "/testbed/src/calc/ops.py"}})
