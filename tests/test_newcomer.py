@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import deepgym_envs
 from deepgym_envs.cli import main
+from deepgym_envs.env import SandboxConfig
 from deepgym_envs.errors import DeepgymError, UnknownTaskError
 from deepgym_envs.tools import SCHEMAS
 
@@ -103,7 +104,7 @@ def assert_not_masked(info: dict) -> None:
 @pytest.mark.slow
 def test_a_one_mebibyte_bash_command_is_an_error_observation_not_a_masked_episode(tmp_path, monkeypatch, backend):
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
-    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward_mode="outcome",
+    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward="outcome",
                    sandbox=backend)
     try:
         env.reset(seed=0)
@@ -121,7 +122,7 @@ def test_a_one_mebibyte_bash_command_is_an_error_observation_not_a_masked_episod
 @pytest.mark.slow
 def test_no_action_of_any_size_or_shape_yields_no_verdict(tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
-    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward_mode="outcome",
+    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward="outcome",
                    max_steps=6)
 
     @settings(max_examples=80, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -150,7 +151,7 @@ def test_no_action_of_any_size_or_shape_yields_no_verdict(tmp_path, monkeypatch)
 ], ids=["view-name-over-255", "nested-5000", "nested-100000-in-arguments", "int-of-5000-digits"])
 def test_the_known_holes_are_error_observations(tmp_path, monkeypatch, action):
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
-    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward_mode="outcome")
+    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward="outcome")
     try:
         env.reset(seed=0)
         obs, _, terminated, _, info = env.step(action)
@@ -165,7 +166,7 @@ def test_the_known_holes_are_error_observations(tmp_path, monkeypatch, action):
 @needs_namespace
 def test_env_made_by_gym_make_works_after_a_failed_first_reset(tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
-    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward_mode="outcome")
+    env = gym.make("deepgym/SWE-v0", tasks=str(write_task_file(tmp_path / "ts")), reward="outcome")
     try:
         with pytest.raises(UnknownTaskError):
             env.reset(options={"task_id": "unknown"})
@@ -187,17 +188,25 @@ def test_env_made_by_gym_make_works_after_a_failed_first_reset(tmp_path, monkeyp
     ({"sandbox": "nonsense"}, "sandbox='nonsense' is not one of namespace, local, docker"),
     ({"sandbox": "namspace"}, "Did you mean 'namespace'?"),
     ({"toolset": "bsh"}, "Did you mean 'bash'?"),
-    ({"reward_mode": "outcomes"}, "Did you mean 'outcome'?"),
+    ({"reward": "outcomes"}, "Did you mean 'outcome'?"),
     ({"max_steps": -1}, "max_steps=-1"),
     ({"max_steps": "50"}, "max_steps='50'"),
-    ({"grading_timeout": 0}, "grading_timeout=0"),
-    ({"limits": {"timeout": 5}}, "limits must be a SandboxLimits"),
     ({"render_mode": "rgb_array"}, "render_mode='rgb_array'"),
 ])
 @pytest.mark.filterwarnings("ignore:.*render_mode")
 def test_gym_make_rejects_bad_arguments_before_any_reset(kwargs, message):
     with pytest.raises(DeepgymError, match=message.replace("(", r"\(").replace("?", r"\?")):
         gym.make("deepgym/SWE-v0", **kwargs)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"grading_timeout": 0}, "grading_timeout=0"),
+    ({"limits": {"timeout": 5}}, "limits must be a SandboxLimits"),
+    ({"backend": "namspace"}, "Did you mean 'namespace'?"),
+])
+def test_sandbox_config_rejects_bad_options_before_any_environment(options, message):
+    with pytest.raises(DeepgymError, match=message.replace("(", r"\(").replace("?", r"\?")):
+        gym.make("deepgym/SWE-v0", sandbox=SandboxConfig(**options))
 
 
 def test_gym_make_on_an_empty_task_file_says_so(tmp_path):
