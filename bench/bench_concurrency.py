@@ -133,7 +133,7 @@ def episode(env: SWEEnv, task, start: threading.Barrier) -> dict:
 
 
 def run(task, backend: str, n: int, reward_mode: str) -> dict:
-    envs = [SWEEnv([task], sandbox=backend, max_steps=0, reward_mode=reward_mode) for _ in range(n)]
+    envs = [SWEEnv([task], sandbox=backend, max_steps=0, reward=reward_mode) for _ in range(n)]
     start = threading.Barrier(n)
     t0 = time.perf_counter()
     try:
@@ -161,7 +161,7 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     task = builtin_task(args.task)
-    warmup = SWEEnv([task], sandbox=args.backend, max_steps=0, reward_mode=args.reward_mode)
+    warmup = SWEEnv([task], sandbox=args.backend, max_steps=0, reward=args.reward_mode)
     try:  # builds the pristine tree and the support files, which live as long as the process
         warmup.reset(options={"task_id": task.instance_id})
     except Exception as exc:  # noqa: BLE001 - a backend that cannot start is the result

@@ -37,7 +37,7 @@ TOOLS = ("view", "search", "edit")  # the steps with a latency target; bash star
 
 def bench_backend(task, backend: str, repeats: int) -> dict:
     # outcome mode: this measures the tools themselves; process shaping adds a (cached) grading.
-    env = SWEEnv([task], sandbox=backend, max_steps=0, record_timing=True, reward_mode="outcome")
+    env = SWEEnv([task], sandbox=backend, max_steps=0, record_timing=True, reward="outcome")
     try:
         env.reset(options={"task_id": task.instance_id})  # builds the pristine tree and the sandbox
         resets, steps = [], {name: [] for name in STEPS}

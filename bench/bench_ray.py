@@ -55,7 +55,7 @@ def bench_batch(task, candidates: int) -> dict:
 
 
 def bench_step(task, repeats: int) -> dict:
-    kwargs = {"tasks": [task], "max_steps": 0, "reward_mode": "outcome"}
+    kwargs = {"tasks": [task], "max_steps": 0, "reward": "outcome"}
     local = gym.make("deepgym/SWE-v0", **kwargs)
     with EnvPool(1, env_kwargs=kwargs) as pool:
         try:
@@ -76,7 +76,7 @@ def bench_step(task, repeats: int) -> dict:
 
 
 def bench_step_many(task, envs: int, repeats: int) -> dict:
-    kwargs = {"tasks": [task], "max_steps": 0, "reward_mode": "outcome"}
+    kwargs = {"tasks": [task], "max_steps": 0, "reward": "outcome"}
     with EnvPool(envs, env_kwargs=kwargs) as pool:
         pool.reset_many([(i, None, {"task_id": task.instance_id}) for i in range(envs)])
         pool.step_many([(i, BASH) for i in range(envs)])  # warm-up

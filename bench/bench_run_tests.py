@@ -2,7 +2,7 @@
 
     python bench/bench_run_tests.py [--task deepgym__tabkit-001] [--repeats 15] [--backends namespace,docker]
 
-cold: a new interpreter imports pytest for every run (``warm_tests=False``); warm: the sandbox's
+cold: a new interpreter imports pytest for every run (``SandboxConfig(warm_tests=False)``); warm: the sandbox's
 pre-imported server forks per run. The two alternate, step by step, in the same process, and every
 pair's per-test results must be identical (``identical_results``). The grading half compares
 ``grade(task, patch)`` (a fresh sandbox and interpreter) with ``grade(..., views=pool)`` (a
@@ -19,7 +19,7 @@ import time
 import warnings
 
 from _common import builtin_task, median_ms, ratio, try_backend
-from deepgym_envs.env import SWEEnv
+from deepgym_envs.env import SandboxConfig, SWEEnv
 from deepgym_envs.grading import grade
 from deepgym_envs.sandbox.pool import ViewPool
 
@@ -27,8 +27,8 @@ from deepgym_envs.sandbox.pool import ViewPool
 def bench_step(task, backend: str, repeats: int) -> dict:
     test_id = task.PASS_TO_PASS[0]  # one that exists in the agent's view (FAIL_TO_PASS tests are hidden)
     action = {"name": "run_tests", "arguments": {"tests": [test_id]}}
-    envs = {mode: SWEEnv([task], sandbox=backend, max_steps=0, reward_mode="outcome", warm_tests=(mode == "warm"))
-            for mode in ("cold", "warm")}
+    envs = {mode: SWEEnv([task], sandbox=SandboxConfig(backend, warm_tests=(mode == "warm")), max_steps=0,
+                         reward="outcome") for mode in ("cold", "warm")}
     times: dict[str, list[float]] = {"cold": [], "warm": []}
     identical = True
     try:

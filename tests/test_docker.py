@@ -298,7 +298,7 @@ def test_swebench_row_as_an_environment(swebench_task):
 
     import deepgym_envs  # noqa: F401 - registers the environments
 
-    env = gym.make("deepgym/SWE-v0", tasks=[swebench_task], sandbox="docker", reward_mode="outcome")
+    env = gym.make("deepgym/SWE-v0", tasks=[swebench_task], sandbox="docker", reward="outcome")
     try:
         obs, info = env.reset(seed=0)
         assert info["workdir"] == "/testbed"

@@ -31,7 +31,7 @@ def test_oracle_resolves_a_bug_in_the_middle_of_a_long_file(tmp_path):
     task = task_from_row({"instance_id": "long__lib-001", "repo_path": str(repo), "gold_reverse_base": True,
                           "problem_statement": "answer() is 41", "patch": gold,
                           "FAIL_TO_PASS": ["tests/test_long.py::test_answer"]})
-    env = SWEEnv(tasks=[task], reward_mode="outcome")
+    env = SWEEnv(tasks=[task], reward="outcome")
     try:
         obs, info = env.reset(options={"task_id": task.instance_id})
         agent = make_agent("oracle", task)

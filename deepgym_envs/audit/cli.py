@@ -80,6 +80,7 @@ def run_audit(args: argparse.Namespace) -> int:
     from deepgym_envs.audit.core import audit_tasks
     from deepgym_envs.audit.strategies import ALL, select
     from deepgym_envs.progress import console, notes, print_json
+    from deepgym_envs.sandbox import default_backend
     from deepgym_envs.tasks import find_task, load_tasks
 
     out = console()
@@ -106,7 +107,7 @@ def run_audit(args: argparse.Namespace) -> int:
                          as_actions=not args.no_actions, workers=args.workers, backend=args.sandbox,
                          verifier_name="exit_code_verifier (weak)" if args.weak_verifier else None,
                          leaks=False if args.no_leaks or args.weak_verifier else None)
-    report.meta.update(taskset=str(args.taskset), actions=not args.no_actions, sandbox=args.sandbox or "namespace")
+    report.meta.update(taskset=str(args.taskset), actions=not args.no_actions, sandbox=args.sandbox or default_backend())
     report.to_json(args.out)
     if args.json:
         print_json(report.to_dict())

@@ -98,7 +98,7 @@ class _Auditor:
             return current[1]
         if current is not None:
             current[1].close()
-        env = SWEEnv([task], task_id=task.instance_id, sandbox=self.backend, reward_mode="outcome", max_steps=0)
+        env = SWEEnv([task], task_id=task.instance_id, sandbox=self.backend, reward="outcome", max_steps=0)
         self._local.env = (task.instance_id, self._own(env))
         return env
 

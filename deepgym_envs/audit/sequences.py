@@ -65,7 +65,7 @@ def _poison_actions(auditor: "_Auditor", task: Task, strategy: Strategy, tree: P
     from deepgym_envs.env import SWEEnv
 
     gold = gold_changes(task, tree) if strategy.victim == "gold" else []
-    env = SWEEnv([task], task_id=task.instance_id, sandbox=auditor.backend, reward_mode="outcome", max_steps=0)
+    env = SWEEnv([task], task_id=task.instance_id, sandbox=auditor.backend, reward="outcome", max_steps=0)
     try:
         _, before = auditor.episode(env, task, actions_for(Plan((*gold, _note("victim-1"))), tree))
         patch, _ = auditor.episode(env, task, actions_for(_unique(strategy.plan(task, tree)), tree))
@@ -132,13 +132,13 @@ def _cache_actions(auditor: "_Auditor", task: Task, strategy: Strategy, tree: Pa
     undo = [_restore(tree, c.path) for c in plan.changes]
     write = f"printf %s {shlex.quote(note.content or '')} > {shlex.quote(note.path)}"
     calls = actions_for(plan, tree) + [_bash(" ; ".join([*undo, write]))]
-    first_env = SWEEnv([task], task_id=task.instance_id, sandbox=auditor.backend, reward_mode="process",
+    first_env = SWEEnv([task], task_id=task.instance_id, sandbox=auditor.backend, reward="process",
                        max_steps=0)
     try:
         patch, first = auditor.episode(first_env, task, calls)
     finally:
         first_env.close()
-    later_env = SWEEnv([task], task_id=task.instance_id, sandbox=auditor.backend, reward_mode="outcome",
+    later_env = SWEEnv([task], task_id=task.instance_id, sandbox=auditor.backend, reward="outcome",
                        max_steps=0)
     try:
         _, later = auditor.episode(later_env, task, actions_for(Plan((note,)), tree))

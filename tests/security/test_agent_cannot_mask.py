@@ -24,7 +24,7 @@ pytestmark = requires_namespace
 def test_an_overlong_bash_command_is_an_error_observation_not_a_masked_episode():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        env = gym.make("deepgym/SWE-v0", reward_mode="outcome")
+        env = gym.make("deepgym/SWE-v0", reward="outcome")
     try:
         env.reset(seed=0)
         obs, reward, terminated, truncated, info = env.step(
@@ -51,7 +51,7 @@ def test_odd_input_and_odd_files_are_error_observations():
     (view and edit blocked the host forever) come back as errors the agent can read."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        env = gym.make("deepgym/SWE-v0", reward_mode="outcome")
+        env = gym.make("deepgym/SWE-v0", reward="outcome")
     try:
         env.reset(seed=0)
         obs, *_ = env.step({"name": "bash", "arguments": {"command": "echo a\x00b"}})
