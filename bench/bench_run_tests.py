@@ -22,6 +22,7 @@ from _common import builtin_task, median_ms, ratio, try_backend
 from deepgym_envs.env import SandboxConfig, SWEEnv
 from deepgym_envs.grading import grade
 from deepgym_envs.sandbox.pool import ViewPool
+from deepgym_envs.testrun.warm import warm_server
 
 
 def bench_step(task, backend: str, repeats: int) -> dict:
@@ -43,8 +44,8 @@ def bench_step(task, backend: str, repeats: int) -> dict:
                 times[mode].append(time.perf_counter() - t0)
                 results[mode] = (info.get("test_results"), info.get("exit_code"))
             identical &= results["cold"] == results["warm"] and bool(results["cold"][0])
-        warm_server = getattr(envs["warm"].sandbox, "_warm", None)
-        fallbacks = warm_server.fallbacks if warm_server is not None else "no warm server on this backend"
+        server = warm_server(envs["warm"].sandbox)
+        fallbacks = server.fallbacks if server is not None else "no warm server on this backend"
     finally:
         for env in envs.values():
             env.close()

@@ -46,12 +46,14 @@ from typing import Any, Literal
 
 from deepgym_envs import canaries as canary_tests
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, ToolError
+from deepgym_envs.gitrepo import run_git
 from deepgym_envs.pyenv import sandbox_spec
-from deepgym_envs.pytest_config import FLOOR, chooses_config, config_file_names, pristine_config_args
-from deepgym_envs.sandbox import HostPaths, Sandbox, SandboxLimits, WarmTests, make_sandbox
+from deepgym_envs.sandbox import HostPaths, Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, patch_paths
-from deepgym_envs.trees import pristine_tree, run_git, tree_fingerprint
+from deepgym_envs.testrun import run_pytest
+from deepgym_envs.testrun.config import FLOOR, chooses_config, config_file_names, pristine_config_args
+from deepgym_envs.trees import pristine_tree, tree_fingerprint
 
 Status = Literal["resolved", "unresolved", "no_verdict"]
 TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "missing"]
@@ -233,109 +235,6 @@ def test_files(ids: list[str]) -> list[str]:
         if path not in out:
             out.append(path)
     return out
-
-
-def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = False
-               ) -> tuple[dict[str, Any] | None, Any]:
-    """Run pytest through deepgym's runner; return (report or None, ExecResult).
-
-    ``warm``: use the sandbox's warm test server where it has one (same results, no interpreter
-    start-up); any failure of the server itself falls back to a cold run.
-    """
-    support = sb.support_dir
-    pytest_args = ["-p", "no:cacheprovider", *args]
-    # Plugins are not auto-loaded from installed packages: it is faster (pytest-benchmark alone
-    # costs seconds here) and nothing the agent plants can register itself. Tasks that need a
-    # plugin name it in their test_cmd (``-p NAME``).
-    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    result = sb.warm_pytest(pytest_args, timeout, env) if warm and isinstance(sb, WarmTests) else None
-    if result is None:
-        result = sb.exec(["python", f"{support}/deepgym_pytest.py", *pytest_args], timeout, env=env, report=True)
-    return parse_report(result.report), result
-
-
-OUTCOMES = frozenset({"passed", "failed", "error", "skipped", "xfailed"})
-
-
-def parse_report(raw: str | None) -> dict[str, Any] | None:
-    """The plugin's report, rebuilt from the lines it streamed (see ``_report_plugin.py``).
-
-    The first line is the nonce; every later line must be ``NONCE SEQ JSON`` with SEQ counting up
-    from 1, one known event each, nothing after the finish, at most one outcome per test. A line
-    without the nonce was written by code under test: ignored, and counted in ``forged``. Anything
-    else amiss is listed in ``tampered``, with what the plugin itself saw.
-
-    Returns ``{"tests", "exitstatus", "collected", "errors", "tampered", "forged", "finished", "bodies"}``
-    (``bodies``: test id -> [file, first line, installed?] of the code its call phase ran),
-    or None when no authenticated stream arrived, or it never finished and nothing looks forged.
-    """
-    if not raw:
-        return None
-    nonce, *rest = raw.split("\n")
-    if len(nonce) != 32 or not rest:
-        return None
-    tests: dict[str, str] = {}
-    bodies: dict[str, list[Any]] = {}
-    errors: list[dict[str, str]] = []
-    tampered: list[str] = []
-    forged, expected, finish = 0, 1, None
-    for line in rest[:-1]:  # what follows the last newline is a line cut off mid-write
-        if not line:
-            continue
-        if not line.startswith(nonce + " "):
-            forged += 1
-            continue
-        seq, _, body = line[len(nonce) + 1:].partition(" ")
-        try:
-            number, event = int(seq), json.loads(body)
-        except ValueError:
-            tampered.append("an unreadable report line")
-            continue
-        if number != expected:
-            tampered.append("report lines missing or out of order")
-        expected = number + 1
-        problem = None if finish is None else "report lines after the end"
-        if problem is None:
-            problem = _take_event(event, tests, errors, tampered, bodies)
-        if isinstance(problem, dict):
-            finish = problem
-        elif problem:
-            tampered.append(problem)
-    if finish is None and not tampered and not forged:
-        return None
-    finish = finish or {}
-    return {"tests": tests, "exitstatus": finish.get("exitstatus"), "collected": finish.get("collected", 0),
-            "errors": errors, "tampered": list(dict.fromkeys(tampered)), "forged": forged,
-            "finished": bool(finish), "bodies": bodies}
-
-
-def _take_event(event: Any, tests: dict[str, str], errors: list[dict[str, str]], tampered: list[str],
-                bodies: dict[str, list[Any]]) -> str | dict[str, int] | None:
-    """Record one streamed event; return a problem, or the finish event's payload."""
-    if not isinstance(event, dict):
-        return "an unknown report line"
-    keys = set(event)
-    if keys - {"body"} == {"test", "outcome"} and isinstance(event["test"], str) and event["outcome"] in OUTCOMES:
-        if event["test"] in tests:
-            return "two outcomes reported for one test"
-        tests[event["test"]] = event["outcome"]
-        body = event.get("body")
-        if body is not None:
-            if not (isinstance(body, list) and len(body) == 3 and isinstance(body[0], str)):
-                return "an unknown report line"
-            bodies[event["test"]] = body
-    elif keys == {"collecterror", "longrepr"} and isinstance(event["collecterror"], str):
-        errors.append({"nodeid": event["collecterror"], "longrepr": str(event["longrepr"])})
-    elif keys == {"tampered"} and isinstance(event["tampered"], str):
-        tampered.append(event["tampered"][:300])
-    elif keys == {"finish"} and isinstance(event["finish"], dict):
-        status, collected = event["finish"].get("exitstatus"), event["finish"].get("collected")
-        if not isinstance(status, int) or not isinstance(collected, int):
-            return "an unknown report line"
-        return {"exitstatus": status, "collected": collected}
-    else:
-        return "an unknown report line"
-    return None
 
 
 def grade(task: Task, patch: str, *, backend: str | None = None, limits: SandboxLimits | None = None,

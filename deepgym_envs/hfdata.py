@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from deepgym_envs.errors import TaskFormatError
-from deepgym_envs.tasks import Task, task_from_row
 
 _SUFFIXES = (".parquet", ".arrow")
 
@@ -33,21 +32,10 @@ def is_dataset(path: Path) -> bool:
     return any(p.suffix in _SUFFIXES for p in path.rglob("*") if p.is_file())
 
 
-def load_dataset_tasks(path: Path, split: str | None = None) -> list[Task]:
-    """Every row of the dataset (all splits, or one) as tasks."""
-    tasks: list[Task] = []
+def dataset_rows(path: Path, split: str | None = None) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """(file, row number from 1, row as JSONL would have it) for every row (all splits, or one)."""
     for source, index, row in _rows(path, split):
-        task = task_from_row(_plain(row), path=source, line=index + 1)
-        if task.repo_path:
-            # A dataset is rows from a hub: a host path in one would copy that folder of this
-            # machine into the tree the agent reads.
-            raise TaskFormatError(source, index + 1, "repo_path",
-                                  f"{task.repo_path!r}: rows from a dataset (Parquet, Arrow, hub) may not name a "
-                                  "path on this machine; such a row runs in its 'image' (or the SWE-bench image "
-                                  "named after its id). Convert the set to a JSONL file beside its repositories "
-                                  "to use local ones")
-        tasks.append(task)
-    return tasks
+        yield source, index + 1, _plain(row)
 
 
 def _rows(path: Path, split: str | None) -> Iterator[tuple[str, int, dict[str, Any]]]:

@@ -27,7 +27,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from deepgym_envs.docker_engine import engine, owner_labels, require_image
 from deepgym_envs.errors import InfrastructureError, SandboxUnavailable, TaskFormatError
+from deepgym_envs.gitrepo import init_repo, run_git, safe_name, seal_object_store
 from deepgym_envs.tasks import Task
 from deepgym_envs.untrusted_tree import CountingReader, Origin, TreeCaps, check_cache_entry, extract_tar
 
@@ -68,8 +70,6 @@ def image_task_tree(task: Task, cache: Path) -> Path | None:
     """
     if task.repo_path:
         return None
-    from deepgym_envs.sandbox.docker import engine, require_image
-
     try:
         client = engine()
     except SandboxUnavailable:
@@ -89,10 +89,8 @@ _COPY_VERSION = "2"  # 2: only files, directories and in-tree links; the image's
 
 @lru_cache(maxsize=1024)
 def _tree(cache: str, instance_id: str, image: str, image_id: str, base_commit: str, source: str = "") -> Path:
-    from deepgym_envs.trees import _safe_name
-
     key = hashlib.sha256(f"{_COPY_VERSION}\0{image_id}\0{base_commit}".encode()).hexdigest()[:16]
-    dest = Path(cache) / "trees" / f"{_safe_name(instance_id)}-image-{key}"
+    dest = Path(cache) / "trees" / f"{safe_name(instance_id)}-image-{key}"
     marker = Path(f"{dest}.image")
     if (dest / ".git").is_dir() and marker.is_file():
         return dest
@@ -130,8 +128,6 @@ def _copy_out(image: str, into: Path, origin: Origin, caps: TreeCaps) -> dict[st
     """Stream the image's repository directory into ``into`` (from a created, never started,
     container), under :mod:`deepgym_envs.untrusted_tree`'s rules; returns the bytes of the
     image's ``.git/HEAD`` and refs, read from the stream, never written."""
-    from deepgym_envs.sandbox.docker import engine, owner_labels
-
     client = engine()
     container = client.containers.create(image, ["true"], labels=owner_labels(), network_mode="none",
                                          entrypoint=[])
@@ -199,9 +195,7 @@ def _check_base(head: str, base_commit: str, image: str, instance_id: str) -> No
 
 def _commit_all(tree: Path) -> None:
     """One commit of exactly what was copied out, in a git directory the project creates."""
-    from deepgym_envs.trees import _init, run_git, seal_object_store
-
-    _init(tree)
+    init_repo(tree)
     run_git(["add", "-A", "-f"], cwd=tree)
     run_git(["commit", "-q", "-m", "base", "--no-gpg-sign", "--allow-empty"], cwd=tree)
     seal_object_store(tree)

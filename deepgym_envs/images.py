@@ -20,7 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from deepgym_envs.docker_engine import default_image, engine
 from deepgym_envs.errors import DeepgymError, InfrastructureError
+from deepgym_envs.progress import console
+from deepgym_envs.sandbox.docker_support import SANDBOX_UID
 
 #: The imported debootstrap root filesystem (the offline base).
 OFFLINE_BASE = "deepgym/debian-bookworm:latest"
@@ -50,9 +53,6 @@ def dockerfile() -> Path:
 
 def build_image(spec: ImageBuild = ImageBuild(), log=print) -> str:
     """Build the image; returns its tag. Idempotent: an unchanged build is answered from the cache."""
-    from deepgym_envs.sandbox.docker import default_image, engine
-    from deepgym_envs.sandbox.docker_support import SANDBOX_UID
-
     client = engine()
     tag = spec.tag or default_image()
     base = ONLINE_BASE
@@ -79,8 +79,6 @@ def build_image(spec: ImageBuild = ImageBuild(), log=print) -> str:
 
 def make_offline_base(name: str, mirror: str = DEBIAN_MIRROR, suite: str = "bookworm", log=print) -> None:
     """debootstrap a minimal Debian (python3, pytest, git) and import it into the engine as ``name``."""
-    from deepgym_envs.sandbox.docker import engine
-
     if shutil.which("debootstrap") is None:
         raise DeepgymError("--offline needs debootstrap (Debian/Ubuntu: apt-get install debootstrap)")
     if os.geteuid() != 0:
@@ -120,8 +118,6 @@ def _has_image(client, name: str) -> bool:
 
 
 def _run_build(args: argparse.Namespace) -> int:
-    from deepgym_envs.progress import console
-
     spec = ImageBuild(tag=args.tag or "", offline=args.offline, rebuild_base=args.rebuild_base, mirror=args.mirror)
     started = time.monotonic()
     tag = build_image(spec, log=lambda line: console().print(line, markup=False, highlight=False))

@@ -28,108 +28,28 @@ interpreter, nor once per sandbox. A task names its environment in the ``python_
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-
+from deepgym_envs.envspec import PythonEnv, check_requirement
 from deepgym_envs.errors import InfrastructureError
+from deepgym_envs.sandbox.base import WORKDIR
+from deepgym_envs.sandbox.build import BuildSandbox, pip_argv
 from deepgym_envs.sandbox.spec import SandboxSpec
+from deepgym_envs.trees import cache_root
 
-if TYPE_CHECKING:
-    from deepgym_envs.sandbox.build import BuildSandbox
-
-_PLAIN_PATH = re.compile(r"[\w.+/-]+")
 #: Seconds one environment build may take (pip resolving and downloading included).
 BUILD_TIMEOUT = 900
 
 
-@dataclass(frozen=True)
-class PythonEnv:
-    """What a task's tests need to run: pinned packages and the repository's import roots."""
-
-    requirements: tuple[str, ...] = ()
-    """Pinned requirement lines; empty means deepgym's own interpreter."""
-    pythonpath: tuple[str, ...] = ()
-    """Repository directories (relative to its root) placed on ``PYTHONPATH``."""
-    python: str = field(default_factory=lambda: f"{sys.version_info.major}.{sys.version_info.minor}")
-    """The Python version the requirements were resolved for (informational; the host's is used)."""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PythonEnv":
-        """Read the task field; ValueError naming the key when it is malformed."""
-        if not isinstance(data, dict):
-            raise ValueError("expected an object with 'requirements' and 'pythonpath'")
-        unknown = set(data) - {"requirements", "pythonpath", "python"}
-        if unknown:
-            raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))}")
-        out: dict[str, Any] = {}
-        for key in ("requirements", "pythonpath"):
-            value = data.get(key, [])
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ValueError(f"{key!r} must be a list of strings")
-            out[key] = tuple(value)
-        for line in out["requirements"]:
-            check_requirement(line)
-        for path in out["pythonpath"]:
-            # Each entry becomes a line of a .pth file, which site runs when it starts with "import ":
-            # a plain relative path (no whitespace or control characters) can never be one.
-            if not _PLAIN_PATH.fullmatch(path) or path.startswith("/") or ".." in path.split("/"):
-                raise ValueError(f"pythonpath entry {path!r} must be a plain directory path relative to the "
-                                 "repository root (letters, digits, '.', '_', '-', '+', '/')")
-        if "python" in data:
-            if not isinstance(data["python"], str):
-                raise ValueError("'python' must be a string such as '3.11'")
-            out["python"] = data["python"]
-        return cls(**out)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"requirements": list(self.requirements), "pythonpath": list(self.pythonpath), "python": self.python}
-
-    @property
-    def key(self) -> str:
-        """Names the built environment: the same requirements on the same interpreter share one."""
-        spec = json.dumps([sorted(self.requirements), list(self.pythonpath), sys.version_info[:2],
-                           os.path.realpath(sys.executable)])
-        return hashlib.sha256(spec.encode()).hexdigest()[:16]
-
-
 def env_root() -> Path:
-    from deepgym_envs.trees import cache_root
-
     return cache_root() / "envs"
-
-
-def check_requirement(line: str) -> Requirement:
-    """``line`` parsed, when it pins one release by name (``name[extras]==version``, an environment
-    marker allowed); ValueError naming the line otherwise.
-
-    >>> str(check_requirement("attrs==24.2.0"))
-    'attrs==24.2.0'
-    """
-    if not line or line != line.strip() or any(c in line for c in "\n\r\0\\"):
-        raise ValueError(f"requirement {line!r}: expected one line of the form name==version")
-    if line.startswith("-"):
-        raise ValueError(f"requirement {line!r}: pip options are not allowed, only name==version")
-    try:
-        req = Requirement(line)
-    except InvalidRequirement as exc:
-        raise ValueError(f"requirement {line!r}: not name==version (a path or URL is not allowed): {exc}") from None
-    if req.url:
-        raise ValueError(f"requirement {line!r}: URLs are not allowed, only a release from the index (name==version)")
-    specs = list(req.specifier)
-    if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
-        raise ValueError(f"requirement {line!r}: not pinned to one release (expected name==version)")
-    return req
 
 
 def ensure_env(env: PythonEnv) -> Path | None:
@@ -156,8 +76,6 @@ def ensure_env(env: PythonEnv) -> Path | None:
         build = dest.parent / f".build-{dest.name}-{uuid.uuid4().hex[:8]}"
         os.mkdir(build, 0o755)
         try:
-            from deepgym_envs.sandbox.build import BuildSandbox
-
             with BuildSandbox(writable=[(str(build), str(dest))]) as sb:
                 make_venv(sb, str(dest))
                 pip_install(sb, str(dest), ["--prefer-binary", *requirements])
@@ -179,8 +97,6 @@ def finish_env(prefix: Path, env: PythonEnv) -> None:
     Both files are new files written through directories opened without following links: the
     rest of the prefix was written by a build sandbox, which may have left links anywhere.
     """
-    from deepgym_envs.sandbox.base import WORKDIR
-
     site = ("lib", f"python{sys.version_info.major}.{sys.version_info.minor}", "site-packages")
     lines = [os.path.normpath(os.path.join(WORKDIR, p)) for p in env.pythonpath]
     _write_new(prefix, (*site, "deepgym-workspace.pth"), "".join(f"{line}\n" for line in lines))
@@ -222,32 +138,26 @@ def create_venv(dest: Path) -> None:
          what=f"creating a virtual environment at {dest}")
 
 
-def make_venv(sb: "BuildSandbox", prefix: str) -> None:
+def make_venv(sb: BuildSandbox, prefix: str) -> None:
     """An empty virtual environment at ``prefix`` (a writable directory of ``sb``), made inside."""
     _check(sb.exec([_base_python(), "-I", "-m", "venv", "--without-pip", prefix]),
            f"creating a virtual environment at {prefix}")
 
 
-def pip_install(sb: "BuildSandbox", prefix: str, args: list[str], *, timeout: float = BUILD_TIMEOUT) -> None:
+def pip_install(sb: BuildSandbox, prefix: str, args: list[str], *, timeout: float = BUILD_TIMEOUT) -> None:
     """``pip install ARGS`` into the environment at ``prefix``, inside the build sandbox ``sb``."""
-    from deepgym_envs.sandbox.build import pip_argv
-
     _check(sb.exec(pip_argv(["install", "--no-input", "-q", *args], python=f"{prefix}/bin/python"),
                    timeout=timeout), "pip install")
 
 
-def pip_uninstall(sb: "BuildSandbox", prefix: str, name: str) -> None:
+def pip_uninstall(sb: BuildSandbox, prefix: str, name: str) -> None:
     """Remove ``name`` from the environment; not an error when it is not there."""
-    from deepgym_envs.sandbox.build import pip_argv
-
     sb.exec(pip_argv(["uninstall", "-y", "-q", name], python=f"{prefix}/bin/python"), timeout=300)
 
 
-def pip_freeze(sb: "BuildSandbox", prefix: str) -> list[str]:
+def pip_freeze(sb: BuildSandbox, prefix: str) -> list[str]:
     """The environment's packages, pinned; local builds (``name @ file://``) are left out. What
     comes back was written by the packages themselves: :func:`check_requirement` it before use."""
-    from deepgym_envs.sandbox.build import pip_argv
-
     result = sb.exec(pip_argv(["freeze", "--all"], python=f"{prefix}/bin/python"), timeout=300)
     _check(result, "pip freeze")
     return [line.strip() for line in result.stdout.splitlines()

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deepgym_envs.envspec import PythonEnv
 from deepgym_envs.errors import TaskFormatError, UnknownTaskError
+from deepgym_envs.hfdata import dataset_rows, is_dataset  # pyarrow and datasets are imported only to read one
 
 #: Fields a row must have (SWE-bench's own required set, minus what local repositories lack).
 REQUIRED = ("instance_id", "problem_statement", "FAIL_TO_PASS")
@@ -169,8 +171,6 @@ def _coerce(key: str, value: Any, path: str, line: int | None) -> Any:
             raise TaskFormatError(path, line, key, "expected a list of strings")
         return value
     if key == "python_env":
-        from deepgym_envs.pyenv import PythonEnv
-
         try:
             return PythonEnv.from_dict(value or {}).to_dict() if value else {}
         except ValueError as exc:
@@ -237,10 +237,8 @@ def load_tasks(source: str | Path = "builtin", *, allow_repo_path_outside: bool 
         root = Path(source).expanduser()
     _remember_source(root)
     if root.suffix in (".parquet", ".arrow") or (root.is_dir() and not any(root.glob("*.jsonl"))):
-        from deepgym_envs.hfdata import is_dataset, load_dataset_tasks  # pyarrow/datasets only when needed
-
         if is_dataset(root):
-            return load_dataset_tasks(root)
+            return _load_dataset(root)
     if root.is_dir():
         files = sorted(root.glob("*.jsonl"))
         if not files:
@@ -259,6 +257,22 @@ def load_tasks(source: str | Path = "builtin", *, allow_repo_path_outside: bool 
                                       f"duplicate id {task.instance_id!r} (first at {seen[task.instance_id]})")
             seen[task.instance_id] = task.source
             tasks.append(task)
+    return tasks
+
+
+def _load_dataset(root: Path) -> list[Task]:
+    tasks: list[Task] = []
+    for source, line, row in dataset_rows(root):
+        task = task_from_row(row, path=source, line=line)
+        if task.repo_path:
+            # A dataset is rows from a hub: a host path in one would copy that folder of this
+            # machine into the tree the agent reads.
+            raise TaskFormatError(source, line, "repo_path",
+                                  f"{task.repo_path!r}: rows from a dataset (Parquet, Arrow, hub) may not name a "
+                                  "path on this machine; such a row runs in its 'image' (or the SWE-bench image "
+                                  "named after its id). Convert the set to a JSONL file beside its repositories "
+                                  "to use local ones")
+        tasks.append(task)
     return tasks
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from deepgym_envs.actions import ToolCall, check_arguments
 from deepgym_envs.errors import SandboxError, ToolError
 from deepgym_envs.sandbox import HostPaths, Sandbox
+from deepgym_envs.testrun import run_pytest
 
 MAX_OUTPUT_CHARS = 16_000
 MAX_SEARCH_MATCHES = 100
@@ -246,8 +247,6 @@ class Tools:
 
     # -- run_tests / bash / submit -------------------------------------------------------------
     def run_tests(self, tests: list[str] | None = None) -> ToolResult:
-        from deepgym_envs.grading import run_pytest
-
         for t in tests or []:
             if t.startswith("-"):
                 raise ToolError(f"run_tests: {t!r} is not a test path or id (options are not accepted)")

@@ -92,7 +92,7 @@ def toy_jsonl(tmp_path: Path) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _docker_status() -> tuple[bool, str]:
-    from deepgym_envs.sandbox.docker import docker_status
+    from deepgym_envs.docker_engine import docker_status
 
     return docker_status()
 

@@ -9,9 +9,11 @@ import subprocess
 import pytest
 
 from conftest import requires_namespace, toy_row, write_toy_repo
+from deepgym_envs.audit.acting import actions_for
+from deepgym_envs.audit.catalog import ALL, STRATEGIES, select
 from deepgym_envs.audit.cli import add_audit_parser
-from deepgym_envs.audit.core import AuditReport, actions_for, audit_task, audit_tasks
-from deepgym_envs.audit.strategies import ALL, STRATEGIES, make_patch, select
+from deepgym_envs.audit.core import AuditReport, audit_task, audit_tasks
+from deepgym_envs.audit.strategies import make_patch
 from deepgym_envs.audit.weak import exit_code_verifier
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.tasks import patch_paths, task_from_row

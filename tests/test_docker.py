@@ -42,7 +42,7 @@ def box(tree):
 
 
 def engine():
-    from deepgym_envs.sandbox.docker import engine as get
+    from deepgym_envs.docker_engine import engine as get
 
     return get()
 
@@ -164,7 +164,7 @@ def test_container_dies_with_its_owner_and_reap_removes_the_rest(tree):
         time.sleep(0.2)
     assert engine().containers.list(all=True, filters={"id": cid}) == []  # stopped and auto-removed
     # A container the engine kept (say, across a restart) with a dead owner: reap removes it.
-    from deepgym_envs.sandbox.docker import default_image, owner_labels
+    from deepgym_envs.docker_engine import default_image, owner_labels
     from deepgym_envs.sandbox.reap import reap
 
     dead_pid = _dead_pid()
@@ -217,8 +217,8 @@ def _git(repo: Path, *args: str) -> str:
 def swebench_image(tmp_path_factory):
     """A SWE-bench-style instance image: the repository at /testbed, at base_commit, the fix in its history."""
     require_docker()
-    from deepgym_envs.sandbox.docker import default_image
-    from deepgym_envs.sandbox.docker_tasks import swebench_image_names
+    from deepgym_envs.docker_engine import default_image
+    from deepgym_envs.image_trees import swebench_image_names
 
     ctx = tmp_path_factory.mktemp("swebench-image")
     repo = ctx / "testbed"
@@ -337,7 +337,7 @@ def test_images_build_offline_is_idempotent():
 
     from deepgym_envs.cli import main
     from deepgym_envs.images import OFFLINE_BASE
-    from deepgym_envs.sandbox.docker import default_image
+    from deepgym_envs.docker_engine import default_image
 
     try:
         engine().images.get(OFFLINE_BASE)

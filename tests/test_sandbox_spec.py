@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deepgym_envs.errors import DeepgymError, SandboxUnavailable
-from deepgym_envs.sandbox import HostPaths, Renewable, SandboxSpec, WarmTests, make_sandbox
+from deepgym_envs.sandbox import HostPaths, HostsResidents, Renewable, SandboxSpec, make_sandbox
 from deepgym_envs.trees import pristine_tree
 from tests.conftest import requires_namespace
 
@@ -38,10 +38,10 @@ def test_a_backend_refuses_what_it_cannot_honour_with_the_reason(toy_task, backe
 @pytest.mark.filterwarnings("ignore:sandbox='local'")
 def test_capabilities_are_what_each_backend_offers(toy_task):
     with make_sandbox(pristine_tree(toy_task), "local", spec=SandboxSpec(pythonpath=("src",))) as sb:
-        assert isinstance(sb, HostPaths) and not isinstance(sb, (Renewable, WarmTests))
+        assert isinstance(sb, HostPaths) and not isinstance(sb, (Renewable, HostsResidents))
 
 
 @requires_namespace
 def test_the_namespace_backend_renews_and_serves_warm_tests(toy_task):
     with make_sandbox(pristine_tree(toy_task), "namespace") as sb:
-        assert isinstance(sb, HostPaths) and isinstance(sb, Renewable) and isinstance(sb, WarmTests)
+        assert isinstance(sb, HostPaths) and isinstance(sb, Renewable) and isinstance(sb, HostsResidents)

@@ -10,9 +10,11 @@ import pytest
 
 from conftest import processes_named, requires_namespace
 from deepgym_envs import grading
-from deepgym_envs.grading import prepare_grading_view, run_pytest
+from deepgym_envs.grading import prepare_grading_view
 from deepgym_envs.sandbox import SandboxLimits, make_sandbox
 from deepgym_envs.tasks import load_tasks
+from deepgym_envs.testrun import run_pytest
+from deepgym_envs.testrun.warm import warm_server
 from deepgym_envs.trees import pristine_tree
 
 pytestmark = requires_namespace
@@ -54,7 +56,7 @@ def test_same_results_as_cold_and_served_warm(sb):
                   b"@pytest.mark.skip(reason='later')\ndef test_skipped():\n    pass\n\n"
                   b"def test_prints():\n    print('hello from the test')\n    assert False\n")
     assert_same(*cold_and_warm(sb, ARGS))
-    assert sb._warm.runs == 1 and sb._warm.fallbacks == 0
+    assert warm_server(sb).runs == 1 and warm_server(sb).fallbacks == 0
 
 
 @pytest.mark.parametrize("setup, args", [
@@ -91,7 +93,7 @@ def test_repository_modules_are_imported_fresh_every_run(sb):
                   b"    from calc import state\n    state.COUNT = 0\n")
     report, _ = run_pytest(sb, ["-q", "tests/test_state.py"], 60, warm=True)
     assert report["tests"]["tests/test_state.py::test_once"] == "passed"
-    assert sb._warm.fallbacks == 0
+    assert warm_server(sb).fallbacks == 0
 
 
 def test_a_run_sees_only_its_own_descriptors_and_cannot_touch_the_server(sb):
@@ -130,7 +132,7 @@ def test_timeout_kills_the_run_and_the_next_run_gets_a_new_server(sb):
     assert res.timed_out and res.exit_code < 0
     report, _ = run_pytest(sb, ["-q", "tests/test_ops.py"], 60, warm=True)
     assert report["tests"]["tests/test_ops.py::test_mean"] == "passed"
-    assert sb._warm.runs == 2
+    assert warm_server(sb).runs == 2
 
 
 def test_a_run_that_kills_the_server_falls_back_to_a_cold_run(sb):
@@ -138,7 +140,7 @@ def test_a_run_that_kills_the_server_falls_back_to_a_cold_run(sb):
                   b"    os.kill(os.getppid(), signal.SIGKILL)\n")
     cold, warm = cold_and_warm(sb, ["-q", "tests/test_parricide.py"])
     assert_same(cold, warm)
-    assert sb._warm.fallbacks == 1
+    assert warm_server(sb).fallbacks == 1
 
 
 def test_reset_replaces_the_server_and_close_stops_it(toy_task):
@@ -147,12 +149,12 @@ def test_reset_replaces_the_server_and_close_stops_it(toy_task):
         sb.write_file("src/calc/ops.py", b"raise ImportError('edited')\n")
         report, _ = run_pytest(sb, ["-q", "tests"], 60, warm=True)
         assert report["errors"] and not report["tests"]  # the edit broke collection
-        first = sb._warm._proc.pid
+        first = warm_server(sb)._proc.pid
         sb.reset()
-        assert sb._warm.started and sb._warm._proc.pid != first  # restarted, in the background
+        assert warm_server(sb).started and warm_server(sb)._proc.pid != first  # restarted, in the background
         report, _ = run_pytest(sb, ["-q", "tests"], 60, warm=True)
         assert report["tests"]["tests/test_ops.py::test_mean"] == "passed"
-        server = sb._warm._proc.pid
+        server = warm_server(sb)._proc.pid
     assert server not in processes_named("deepgym_warm")
 
 
@@ -160,7 +162,7 @@ def test_off_switch_runs_cold(toy_task):
     with make_sandbox(pristine_tree(toy_task), "namespace", warm_tests=False) as sb:
         report, _ = run_pytest(sb, ["-q", "tests"], 60, warm=True)
         assert report["tests"]["tests/test_ops.py::test_mean"] == "passed"
-        assert sb._warm is None
+        assert warm_server(sb) is None
 
 
 @pytest.mark.slow
@@ -174,7 +176,7 @@ def test_builtin_tasks_same_results_as_cold(task):
         with make_sandbox(tree, "namespace") as sb:
             prepare_grading_view(sb, task, tree, patch)
             assert_same(*cold_and_warm(sb, [*task.test_cmd, "-rA", *grading.test_files(ids)], 300))
-            assert sb._warm.fallbacks == 0
+            assert warm_server(sb).fallbacks == 0
 
 
 # -- pooled grading views ---------------------------------------------------------------------
@@ -201,7 +203,7 @@ def test_pooled_views_grade_like_fresh_sandboxes_and_forget_the_last_candidate(t
         assert grade(toy_task, probe, views=pool).status == "resolved"  # nothing of `sneaky` was left
         assert pool.created == 1 and pool.lent == 6 and pool.idle == 1
         (sb,) = [entry[1] for entry in pool._idle.values()]
-        assert sb._warm.runs == 6 and sb._warm.fallbacks == 0
+        assert warm_server(sb).runs == 6 and warm_server(sb).fallbacks == 0
     assert sb._closed
 
 
@@ -252,7 +254,7 @@ def test_warm_runner_is_only_for_the_namespace_backend(toy_task):
     import warnings as w
 
     from deepgym_envs.errors import SandboxError
-    from deepgym_envs.sandbox.warm import WarmRunner
+    from deepgym_envs.testrun.warm import WarmRunner
 
     w.filterwarnings("ignore", message="sandbox='local'")
     with make_sandbox(pristine_tree(toy_task), "local") as sb:

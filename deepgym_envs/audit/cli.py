@@ -78,7 +78,7 @@ def per_repo(tasks: list, n: int) -> list:
 
 def run_audit(args: argparse.Namespace) -> int:
     from deepgym_envs.audit.core import audit_tasks
-    from deepgym_envs.audit.strategies import ALL, select
+    from deepgym_envs.audit.catalog import ALL, select
     from deepgym_envs.progress import console, notes, print_json
     from deepgym_envs.sandbox import default_backend
     from deepgym_envs.tasks import find_task, load_tasks

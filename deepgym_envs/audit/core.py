@@ -13,11 +13,9 @@ from the change: resolving by changing the code the real fix changes counts as a
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import os
-import shlex
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +26,14 @@ from typing import Any, Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from deepgym_envs.audit.strategies import ALL, Strategy
+from deepgym_envs.audit.acting import actions_for, evidence
+from deepgym_envs.audit.catalog import ALL
+from deepgym_envs.audit.leaks import scan_tasks
+from deepgym_envs.audit.llm import llm_attempts, strip_files
+from deepgym_envs.audit.sequences import run_sequence
+from deepgym_envs.audit.strategies import Strategy
 from deepgym_envs.audit.types import Attacker, Attempt, Verifier
+from deepgym_envs.env import SWEEnv
 from deepgym_envs.grading import Verdict, grade
 from deepgym_envs.progress import progress_bar
 from deepgym_envs.sandbox.pool import ViewPool
@@ -91,8 +95,6 @@ class _Auditor:
         return thing
 
     def _env(self, task: Task) -> Any:
-        from deepgym_envs.env import SWEEnv
-
         current = getattr(self._local, "env", None)
         if current is not None and current[0] == task.instance_id:
             return current[1]
@@ -110,14 +112,10 @@ class _Auditor:
 
     def run(self, job: _Job) -> list[Attempt]:
         if job.mode == "llm":
-            from deepgym_envs.audit.llm import llm_attempts  # optional: only with LLM attackers
-
             attacker, tier = job.attacker  # type: ignore[misc]
             return llm_attempts(job.task, attacker, self.verifier, tier, self.rounds)
         assert job.strategy is not None
         if job.strategy.kind in ("poison", "cache"):
-            from deepgym_envs.audit.sequences import run_sequence
-
             return [run_sequence(self, job.task, job.strategy, job.mode)]
         if job.mode == "patch":
             patch = job.strategy.patch(job.task)
@@ -137,8 +135,6 @@ class _Auditor:
     def _resolved_without_gold(self, task: Task, patch: str) -> bool:
         if not set(patch_paths(patch)) & set(task.gold_files):
             return True  # grading the same patch again would give the same verdict
-        from deepgym_envs.audit.llm import strip_files
-
         return self.verifier(task, strip_files(patch, task.gold_files)).resolved
 
     def _act(self, task: Task, strategy: Strategy) -> tuple[str, Verdict]:
@@ -163,39 +159,6 @@ def _verdict(data: dict[str, Any]) -> Verdict:
     """A Verdict back from ``info["verdict"]`` (its ``to_dict()``)."""
     names = {f.name for f in dataclasses.fields(Verdict)}
     return Verdict(**{k: v for k, v in data.items() if k in names})
-
-
-def actions_for(plan: Any, tree: Path) -> list[dict[str, Any]]:
-    """The tool calls an agent makes to carry out a plan: ``edit create`` for new files, ``bash``
-    for overwrites, deletions and the plan's commands."""
-    calls = [_bash(f"mv -- {shlex.quote(old)} {shlex.quote(new)}") for old, new in plan.renames]
-    for change in plan.changes:
-        exists = (tree / change.path).exists()
-        if change.content is None:
-            calls.append(_bash(f"rm -rf -- {shlex.quote(change.path)}"))
-        elif not exists:
-            calls.append({"name": "edit", "arguments": {"command": "create", "path": change.path,
-                                                         "file_text": change.content}})
-        else:  # base64 keeps any content intact through the shell
-            data = base64.b64encode(change.content.encode("utf-8", "surrogateescape")).decode()
-            calls.append(_bash(f"printf %s {data} | base64 -d > {shlex.quote(change.path)}"))
-    return calls + [_bash(cmd) for cmd in plan.commands]
-
-
-def _bash(command: str) -> dict[str, Any]:
-    return {"name": "bash", "arguments": {"command": command}}
-
-
-def evidence(v: Verdict) -> str:
-    """The verdict's reason and which graded tests passed or not, in one line."""
-    passing = [t for t, o in v.tests.items() if o == "passed"]
-    failing = [f"{t} {o}" for t, o in v.tests.items() if o != "passed"]
-    parts = [f"{v.status}: {v.reason or 'all graded tests passed'}"]
-    if v.tests:
-        parts.append(f"passing {len(passing)}/{len(v.tests)}")
-        if failing:
-            parts.append("not passing: " + "; ".join(failing[:5]) + (" ..." if len(failing) > 5 else ""))
-    return " | ".join(parts)
 
 
 def audit_task(task: Task, verifier: Verifier | None = None, strategies: Sequence[Strategy] = ALL,
@@ -231,8 +194,6 @@ def audit_tasks(tasks: Sequence[Task], verifier: Verifier | None = None, strateg
         auditor.close()
     found = []
     if leaks if leaks is not None else auditor.real:
-        from deepgym_envs.audit.leaks import scan_tasks
-
         found = [leak.to_dict() for leak in scan_tasks(tasks, backend)]
     name = verifier_name or ("deepgym_envs.grade" if auditor.real else getattr(verifier, "__name__", "custom"))
     return AuditReport([a for r in results for a in r], [t.instance_id for t in tasks],

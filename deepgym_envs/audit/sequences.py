@@ -20,20 +20,19 @@ import shlex
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from deepgym_envs.audit.core import _bash, actions_for, evidence
+from deepgym_envs.audit.acting import actions_for, bash_call, evidence
 from deepgym_envs.audit.strategies import FileChange, Plan, Strategy, make_patch
-from deepgym_envs.audit.types import Attempt
-from deepgym_envs.grading import Verdict
+from deepgym_envs.audit.types import AuditRun, Attempt
+from deepgym_envs.batch import run_batch
+from deepgym_envs.env import SWEEnv
+from deepgym_envs.grading import VERDICTS, Verdict
+from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task, patch_paths
 from deepgym_envs.trees import pristine_tree
 
-if TYPE_CHECKING:
-    from deepgym_envs.audit.core import _Auditor
 
-
-def run_sequence(auditor: "_Auditor", task: Task, strategy: Strategy, mode: str) -> Attempt:
+def run_sequence(auditor: AuditRun, task: Task, strategy: Strategy, mode: str) -> Attempt:
     tree = pristine_tree(task)
     if strategy.kind == "poison":
         patch, before, after = (_poison_patch if mode == "patch" else _poison_actions)(auditor, task, strategy, tree)
@@ -47,23 +46,19 @@ def run_sequence(auditor: "_Auditor", task: Task, strategy: Strategy, mode: str)
 
 
 # -- D: the next candidate ------------------------------------------------------------------------
-def _poison_patch(auditor: "_Auditor", task: Task, strategy: Strategy, tree: Path) -> tuple[str, Verdict, Verdict]:
+def _poison_patch(auditor: AuditRun, task: Task, strategy: Strategy, tree: Path) -> tuple[str, Verdict, Verdict]:
     poison = strategy.patch(task, tree)
     victim = task.patch if strategy.victim == "gold" else ""
     if auditor.real:
-        from deepgym_envs.batch import run_batch
-
         verdicts = run_batch(task, [victim, poison, victim], workers=1, backend=auditor.backend)
     else:
         verdicts = [auditor.verifier(task, p) for p in (victim, poison, victim)]
     return poison, verdicts[0], verdicts[2]
 
 
-def _poison_actions(auditor: "_Auditor", task: Task, strategy: Strategy, tree: Path
+def _poison_actions(auditor: AuditRun, task: Task, strategy: Strategy, tree: Path
                     ) -> tuple[str, Verdict, Verdict]:
     """Three episodes of one environment (its pooled grading views are shared by its episodes)."""
-    from deepgym_envs.env import SWEEnv
-
     gold = gold_changes(task, tree) if strategy.victim == "gold" else []
     env = SWEEnv([task], task_id=task.instance_id, sandbox=auditor.backend, reward="outcome", max_steps=0)
     try:
@@ -105,33 +100,28 @@ def _note(tag: str) -> FileChange:
 
 
 # -- E: a poisoned verdict in the cache ------------------------------------------------------------
-def _cache_patch(auditor: "_Auditor", task: Task, strategy: Strategy, tree: Path) -> tuple[str, Verdict, Verdict]:
+def _cache_patch(auditor: AuditRun, task: Task, strategy: Strategy, tree: Path) -> tuple[str, Verdict, Verdict]:
     poison = strategy.patch(task, tree)
     wrong = make_patch(tree, [_note("cache")])
     if not auditor.real:
         auditor.verifier(task, poison)
         first = auditor.verifier(task, wrong)
         return poison, first, auditor.verifier(task, wrong)
-    from deepgym_envs.grading import VERDICTS
-    from deepgym_envs.sandbox.pool import ViewPool
-
     with ViewPool(max_idle=1) as pool:
         VERDICTS.grade(task, poison, backend=auditor.backend, views=pool)
         first = VERDICTS.grade(task, wrong, backend=auditor.backend, views=pool)
     return poison, first, VERDICTS.grade(task, wrong, backend=auditor.backend)
 
 
-def _cache_actions(auditor: "_Auditor", task: Task, strategy: Strategy, tree: Path
+def _cache_actions(auditor: AuditRun, task: Task, strategy: Strategy, tree: Path
                    ) -> tuple[str, Verdict, Verdict]:
     """A process-reward episode grades the poison and then the wrong diff (its intermediate states);
     a second environment's episode submits the wrong diff."""
-    from deepgym_envs.env import SWEEnv
-
     plan = _unique(strategy.plan(task, tree))
     note = _note("cache")
     undo = [_restore(tree, c.path) for c in plan.changes]
     write = f"printf %s {shlex.quote(note.content or '')} > {shlex.quote(note.path)}"
-    calls = actions_for(plan, tree) + [_bash(" ; ".join([*undo, write]))]
+    calls = actions_for(plan, tree) + [bash_call(" ; ".join([*undo, write]))]
     first_env = SWEEnv([task], task_id=task.instance_id, sandbox=auditor.backend, reward="process",
                        max_steps=0)
     try:

@@ -517,20 +517,3 @@ def _literal_asserts(source: str) -> list[tuple[str, str, object]]:
             continue
         found.append((call.func.id, repr((args, sorted(kwargs.items()))), value))
     return found
-
-
-from deepgym_envs.audit import trust as _trust  # noqa: E402,F401  (registers the classes B-G strategies)
-
-ALL: tuple[Strategy, ...] = tuple(STRATEGIES.values())
-
-
-def select(names: list[str] | None) -> tuple[Strategy, ...]:
-    """The strategies with these names (all of them for None); unknown names fail with the list."""
-    if not names:
-        return ALL
-    unknown = [n for n in names if n not in STRATEGIES]
-    if unknown:
-        from deepgym_envs.errors import DeepgymError
-
-        raise DeepgymError(f"unknown strategy {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
-    return tuple(STRATEGIES[n] for n in names)

@@ -25,6 +25,7 @@ from deepgym_envs.audit import payloads as P
 from deepgym_envs.audit import trust_payloads as T
 from deepgym_envs.audit.strategies import (FORCE_PLUGIN_MODULE, FileChange, Plan, Repo, _append_to_init, _plan,
                                            _src_dirs, graded_ids, strategy)
+from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.tasks import Task
 
 #: Phrases a harness may take for its own failure (disk, sandbox, memory, time).
@@ -34,8 +35,6 @@ MASK_PHRASES = ("No space left on device", "sandbox died", "Cannot allocate memo
 
 def _module_dirs(task: Task, repo: Repo) -> list[str]:
     """Where a module must be for the test process to import it: root, src/, the task's paths."""
-    from deepgym_envs.pyenv import sandbox_spec
-
     extra = [p.strip("/") + "/" for p in sandbox_spec(task).pythonpath if p.strip("/.")]
     return list(dict.fromkeys([*_src_dirs(repo), *extra]))
 

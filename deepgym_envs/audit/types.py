@@ -42,3 +42,15 @@ class Attacker(Protocol):
 
     def propose(self, context: str, feedback: list[str]) -> str:
         """Return a unified diff (or text containing one in a ```diff block)."""
+
+
+class AuditRun(Protocol):
+    """What a multi-episode attempt (:mod:`.sequences`) needs of the audit running it."""
+
+    real: bool
+    """The verifier is deepgym's own grading (not a weak one plugged in by a test)."""
+    backend: str | None
+    verifier: Verifier
+
+    def episode(self, env: Any, task: Task, calls: list[dict[str, Any]]) -> tuple[str, Verdict]:
+        """One episode of ``env``: reset, the tool calls, submit; (the diff, its verdict)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import warnings
 
+from deepgym_envs.docker_engine import docker_status
 from deepgym_envs.errors import InfrastructureError, SandboxUnavailable, ToolError
 from deepgym_envs.grading import Verdict, test_files
 from deepgym_envs.pyenv import sandbox_spec
@@ -42,8 +43,6 @@ def weak_backend(backend: str | None = None) -> str:
     ok, why = available()
     if ok:
         return "namespace"
-    from deepgym_envs.sandbox.docker import docker_status
-
     docker_ok, docker_why = docker_status()
     if docker_ok:
         return "docker"

@@ -7,8 +7,8 @@
 
 What a backend offers beyond :class:`Sandbox` is a capability protocol, checked with
 ``isinstance``: :class:`HostPaths` (the workspace by host path), :class:`Renewable` (back to
-pristine in place), :class:`WarmTests` (a pre-imported test server). Options are a
-:class:`SandboxSpec`.
+pristine in place), :class:`HostsResidents` (long-lived helper processes: testrun's warm test
+server). Options are a :class:`SandboxSpec`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.sandbox.base import (WORKDIR, DirEntry, ExecResult, HostPaths, HostViewSandbox, Renewable,
-                                       Sandbox, SandboxLimits, WarmTests)
+from deepgym_envs.sandbox.base import (WORKDIR, DirEntry, ExecResult, HostPaths, HostsResidents, HostViewSandbox,
+                                       Renewable, Resident, Sandbox, SandboxLimits)
+from deepgym_envs.sandbox.docker import DockerSandbox
+from deepgym_envs.sandbox.local import LocalSandbox
+from deepgym_envs.sandbox.namespace import NamespaceSandbox
 from deepgym_envs.sandbox.spec import SandboxSpec
 
 BACKENDS = ("namespace", "local", "docker")
@@ -47,20 +50,14 @@ def make_sandbox(pristine: Path, backend: str | None = None, limits: SandboxLimi
         raise DeepgymError(f"Unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}.{hint}")
     spec.require(backend)
     if backend == "namespace":
-        from deepgym_envs.sandbox.namespace import NamespaceSandbox
-
         return NamespaceSandbox(pristine, limits, warm_tests=spec.warm_tests, python_prefix=spec.python_prefix,
                                 pythonpath=spec.pythonpath, network=spec.network, writable=spec.writable,
                                 readonly=spec.readonly)
     if backend == "local":
-        from deepgym_envs.sandbox.local import LocalSandbox
-
         return LocalSandbox(pristine, limits, python_prefix=spec.python_prefix, pythonpath=spec.pythonpath)
-    from deepgym_envs.sandbox.docker import DockerSandbox
-
     return DockerSandbox(pristine, limits, image=spec.image, python_prefix=spec.python_prefix,
                          pythonpath=spec.pythonpath)
 
 
-__all__ = ["BACKENDS", "WORKDIR", "DirEntry", "ExecResult", "HostPaths", "HostViewSandbox", "Renewable", "Sandbox",
-           "SandboxLimits", "SandboxSpec", "WarmTests", "default_backend", "make_sandbox"]
+__all__ = ["BACKENDS", "WORKDIR", "DirEntry", "ExecResult", "HostPaths", "HostViewSandbox", "HostsResidents",
+           "Renewable", "Resident", "Sandbox", "SandboxLimits", "SandboxSpec", "default_backend", "make_sandbox"]

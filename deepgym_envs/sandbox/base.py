@@ -18,11 +18,11 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Callable, Protocol, Sequence, TypeVar, runtime_checkable
 
 from deepgym_envs.errors import GitError, SandboxError, ToolError
+from deepgym_envs.gitrepo import run_git
 from deepgym_envs.sandbox import identity
-from deepgym_envs.trees import run_git
 
 #: Where the repository appears inside every sandbox (SWE-bench images use the same path).
 WORKDIR = "/testbed"
@@ -80,13 +80,13 @@ class Sandbox(Protocol):
     """An isolated view of one repository. Every backend passes the same conformance tests.
 
     What only some backends offer is a capability of its own, checked with ``isinstance``:
-    :class:`HostPaths`, :class:`Renewable`, :class:`WarmTests`.
+    :class:`HostPaths`, :class:`Renewable`, :class:`HostsResidents`.
     """
 
     workdir: str
     """Where the repository appears to commands."""
     support_dir: str
-    """Where deepgym's own helper files (the test runner) appear to commands."""
+    """Where deepgym's own helper files appear to commands, read-only (testrun's runner among them)."""
 
     def exec(self, cmd: list[str] | str, timeout: float | None = None, *, env: dict[str, str] | None = None,
              cwd: str | None = None, report: bool = False) -> ExecResult:
@@ -145,12 +145,48 @@ class Renewable(Protocol):
         """A fresh workspace, ``/tmp`` emptied, nothing of the last run left; SandboxError if not clean."""
 
 
-@runtime_checkable
-class WarmTests(Protocol):
-    """A sandbox with a pre-imported test server (see :mod:`.warm`)."""
+class Resident(Protocol):
+    """A long-lived helper process a sandbox keeps for its user (testrun's warm test server)."""
 
-    def warm_pytest(self, args: list[str], timeout: float | None, env: dict[str, str]) -> ExecResult | None:
-        """Run deepgym's pytest runner with ``args`` on the server; None: run it cold instead."""
+    @property
+    def started(self) -> bool:
+        """It was started (and not stopped since)."""
+
+    @property
+    def ready(self) -> bool:
+        """It said it is ready: a renewed view may keep it."""
+
+    def start(self) -> None:
+        """Start it, without waiting for it to be ready."""
+
+    def stop(self) -> None:
+        """Kill it and everything it runs."""
+
+    def leftovers(self) -> list[int]:
+        """Host pids of live processes it started that are not itself (what a run left behind)."""
+
+
+_R = TypeVar("_R", bound=Resident)
+
+
+@runtime_checkable
+class HostsResidents(Protocol):
+    """A sandbox that hosts resident helper processes (namespace): each started as one of its
+    commands is, in a PID namespace of its own, stopped by ``reset()`` (and started again over the
+    new view if it was running) and ``close()``; ``renew()`` keeps one that is ready and checks
+    that none left a process behind."""
+
+    limits: SandboxLimits
+    warm_tests: bool
+    """Whether this sandbox's user asked for warm helpers (:attr:`SandboxSpec.warm_tests`)."""
+
+    def spawn(self, cmd: list[str], env: dict[str, str], cwd: str, pass_fds: Sequence[int]) -> subprocess.Popen:
+        """Start ``cmd`` inside the sandbox, detached: its own session, no output, the command limits,
+        and no parent-death signal (it would fire when the calling *thread* ends); ``pass_fds``
+        are inherited. The caller owns the process (:meth:`Resident.stop` kills its group)."""
+
+    def resident(self, key: str, make: Callable[[], _R] | None = None) -> _R | None:
+        """The resident kept under ``key``, made by ``make()`` at first use (None without ``make``)."""
 
 
 _HostView = TypeVar("_HostView", bound="HostViewSandbox")

@@ -37,6 +37,7 @@ from typing import Sequence
 from deepgym_envs.errors import SandboxUnavailable
 from deepgym_envs.sandbox import namespace
 from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, remove_tree
+from deepgym_envs.sandbox.hidden import SYSTEM_DIRS, covered
 
 #: Limits of one build step: pip resolving, downloading and compiling takes longer and needs more
 #: room than a test run; ``/tmp`` (where pip unpacks and builds) is on the capped tmpfs.
@@ -95,10 +96,10 @@ class BuildSandbox:
         """Binds that show each file the configuration names, and nothing else of its directory
         (``~/.config/pip`` must not bring the rest of a home directory into a networked sandbox):
         a directory of copies is bound over the file's own directory."""
-        shown = [*settings.directories, *namespace._SYSTEM_DIRS]
+        shown = [*settings.directories, *SYSTEM_DIRS]
         folders: dict[str, str] = {}
         for path in settings.files:
-            if namespace._covered(path, shown):
+            if covered(path, shown):
                 continue
             parent = os.path.dirname(path)
             if parent not in folders:

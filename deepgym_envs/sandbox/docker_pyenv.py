@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any
 
+from deepgym_envs.sandbox.hidden import covered, hidden_paths
+
 #: Host directories that are the image's own inside: a host Python there cannot be bound in.
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 
@@ -38,8 +40,6 @@ def python_env_mounts(binds: list[str], scratch: str) -> list[Any]:
     """
     import docker.types
 
-    from deepgym_envs.sandbox.namespace import _covered, _hidden_paths
-
     def empty(name: str, inside: tuple[str, ...] = ()) -> str:
         path = os.path.join(scratch, name)
         for sub in ("", *inside):  # mount points made here: the bind is read-only to the engine too
@@ -48,7 +48,7 @@ def python_env_mounts(binds: list[str], scratch: str) -> list[Any]:
         return path
 
     mounts = []
-    under_root = tuple(os.path.relpath(b, "/root") for b in binds if _covered(b, ["/root"]))
+    under_root = tuple(os.path.relpath(b, "/root") for b in binds if covered(b, ["/root"]))
     if under_root:
         # An image's /root is its root's alone (0700): the sandbox uid could not reach a Python
         # under it. Nothing of the image's /root is readable by that uid anyway.
@@ -56,7 +56,7 @@ def python_env_mounts(binds: list[str], scratch: str) -> list[Any]:
     mounts += [docker.types.Mount(path, path, type="bind", read_only=True) for path in binds]
     # The base installation's site-packages can hold this package's task files (gold patches,
     # hidden tests), as the namespace backend knows.
-    hidden = [p for p in _hidden_paths(tuple(binds)) if _covered(p, binds)]
+    hidden = [p for p in hidden_paths(tuple(binds)) if covered(p, binds)]
     if hidden:
         mounts += [docker.types.Mount(path, empty("empty"), type="bind", read_only=True) for path in hidden]
     return mounts

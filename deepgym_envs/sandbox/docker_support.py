@@ -18,11 +18,10 @@ import functools
 import os
 import shutil
 import tempfile
-from pathlib import Path
 
 from collections.abc import Iterable
 
-from deepgym_envs.sandbox.support import _FILES
+from deepgym_envs.sandbox.support import copy_helpers
 
 #: The uid and gid of sandboxed commands when the host user is root: not 0, and no one's on the
 #: host (Debian hands out 60000-64999 per package, so no system account gets it by chance). Not
@@ -59,10 +58,7 @@ def docker_support_dir() -> str:
     """This process's copy of the support files for containers, removed when it exits."""
     # The owner pid in the name, as for sandboxes: `deepgym sandbox reap` removes it after a crash.
     path = tempfile.mkdtemp(prefix=f"deepgym-docker-{os.getpid()}-support-")
-    here = Path(__file__).parent
-    for src, dst in _FILES:
-        shutil.copyfile(here / src, os.path.join(path, dst))
-        os.chmod(os.path.join(path, dst), 0o444)
+    copy_helpers(path)
     os.mkdir(os.path.join(path, "bin"))
     for name, text in _SCRIPTS.items():
         script = os.path.join(path, "bin", name)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits, task_python_env
 from deepgym_envs.sandbox.support import support_host_dir
-from deepgym_envs.trees import run_git
+from deepgym_envs.gitrepo import run_git
 
 
 class LocalSandboxWarning(RuntimeWarning):

@@ -35,14 +35,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar, cast
 
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
 from deepgym_envs.sandbox import identity, seccomp, staging
-from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, remove_tree,
-                                       task_python_env)
+from deepgym_envs.sandbox.base import (HostViewSandbox, Resident, SandboxLimits, apply_rlimits, command_env,
+                                       remove_tree, task_python_env, user_process_baseline)
 from deepgym_envs.sandbox.cgroup import PidsCgroup
-from deepgym_envs.sandbox.warm import WarmRunner
+from deepgym_envs.sandbox.hidden import SYSTEM_DIRS, covered, hidden_paths
+from deepgym_envs.sandbox.support import support_host_dir
 
 #: The holder: mount the workspace, say so, then wait. Arguments, never interpolation.
 _HOLDER_SCRIPT = r"""
@@ -65,7 +66,7 @@ mount -t overlay overlay -o "lowerdir=$lower,upperdir=$layer/upper,workdir=$laye
 find "$mnt/shm" -mindepth 1 -delete
 find "$mnt/tmp" -mindepth 1 -depth "$@" -delete
 """
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+_R = TypeVar("_R", bound=Resident)
 SUPPORT_DIR = "/deepgym"  # where deepgym's own helper files (the pytest report plugin) appear
 
 
@@ -123,7 +124,7 @@ class NamespaceSandbox(HostViewSandbox):
                  python_prefix: str | None = None, pythonpath: tuple[str, ...] | list[str] = (),
                  network: bool = False, writable: Sequence[tuple[str, str]] = (),
                  readonly: Sequence[str | tuple[str, str]] = ()) -> None:
-        """``warm_tests``: serve pytest runs from a pre-imported server (see :mod:`.warm`);
+        """``warm_tests``: let testrun serve pytest runs from a pre-imported resident server;
         ``python_prefix``: a task's environment (:mod:`deepgym_envs.pyenv`), bound read-only and
         first on ``PATH``; ``pythonpath``: workspace directories put on ``PYTHONPATH``.
 
@@ -176,7 +177,7 @@ class NamespaceSandbox(HostViewSandbox):
         self._dying: list[subprocess.Popen] = []  # killed holders not yet reaped
         self._layer: str | None = None  # the directory of the layer renew() mounted, if any
         self.warm_tests = warm_tests
-        self._warm: WarmRunner | None = None
+        self._residents: dict[str, Resident] = {}
         self._cgroup = PidsCgroup.create(self.limits.max_processes)
         try:
             self._start_holder()
@@ -296,11 +297,11 @@ class NamespaceSandbox(HostViewSandbox):
             binds += ["--ro-bind", src, dest]
         # Whatever of the package, its task files or the tree cache a bind above covers is hidden
         # (and a bind that lies inside what was hidden, a task's environment say, is made again).
-        hidden = _hidden_paths(tuple(dest for _, dest in self._ro_binds))
+        hidden = hidden_paths(tuple(dest for _, dest in self._ro_binds))
         for path in hidden:
             binds += ["--ro-bind", f"{self._mnt}/empty", path]
         for src, (_, dest) in zip(self._bind_sources, self._ro_binds):
-            if _covered(dest, hidden):
+            if covered(dest, hidden):
                 binds += ["--ro-bind", src, dest]
         for src, (_, dest) in zip(self._rw_sources, self._rw_binds):  # last: visible even under a hidden one
             binds += ["--bind", src, dest]
@@ -321,18 +322,30 @@ class NamespaceSandbox(HostViewSandbox):
             argv += ["--setenv", key, value]
         return argv + ["--", *cmd]
 
-    def warm_pytest(self, args: list[str], timeout: float | None, env: dict[str, str]) -> ExecResult | None:
-        """Run the deepgym pytest runner with ``args`` on the warm server; None: run it cold instead.
-
-        The server starts at the first call (that call pays its start-up) and lives until
-        ``reset()`` or ``close()``; it serves only this sandbox.
-        """
+    def spawn(self, cmd: list[str], env: dict[str, str], cwd: str, pass_fds: Sequence[int]) -> subprocess.Popen:
+        """Start ``cmd`` as a resident: this sandbox's view, limits and cgroup, a PID namespace of its
+        own (as every command has), but its own session, no output and no parent-death signal."""
         self._check_open()
-        if not self.warm_tests:
-            return None
-        if self._warm is None:
-            self._warm = WarmRunner(self, env)
-        return self._warm.run(args, timeout or self.limits.timeout, env, self.workdir)
+        fds = self._command_fds()
+        try:
+            argv = self._argv(cmd, command_env(env), cwd, fds)
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                                    pass_fds=(*pass_fds, *fds),
+                                    preexec_fn=functools.partial(_resident_preexec, self.limits,
+                                                                 user_process_baseline(), self._cgroup))
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def resident(self, key: str, make: Callable[[], _R] | None = None) -> _R | None:
+        """The resident under ``key`` (made by ``make()`` at first use); it lives until ``reset()``
+        or ``close()`` and serves only this sandbox."""
+        self._check_open()
+        found = self._residents.get(key)
+        if found is None and make is not None:
+            found = self._residents[key] = make()
+        return cast("_R | None", found)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def renew(self) -> None:
@@ -350,8 +363,9 @@ class NamespaceSandbox(HostViewSandbox):
         uses ``reset()``, which replaces every process as well.
         """
         self._check_open()
-        if self._warm is not None and self._warm.started and not self._warm.ready:
-            self._warm.stop()  # a server that served nothing is simply started again
+        for resident in self._residents.values():
+            if resident.started and not resident.ready:
+                resident.stop()  # a server that served nothing is simply started again
         layer = f"{self._mnt}/layer-{os.urandom(6).hex()}"
         proc = subprocess.run([*self._enter(), "sh", "-c", _RENEW_SCRIPT, "deepgym-renew", self._mnt, layer,
                                self._lower, self._layer or "", *self._tmp_mount_points()],
@@ -359,13 +373,16 @@ class NamespaceSandbox(HostViewSandbox):
         if proc.returncode != 0:
             raise SandboxError(f"could not renew the sandbox's workspace: {proc.stderr.strip()[:500]}")
         self._layer = layer
-        left = self._warm.leftovers() if self._warm is not None else []
+        left = self._leftovers()
         deadline = time.monotonic() + 1.0
         while left and time.monotonic() < deadline:  # SIGKILLed but not yet scheduled to die
             time.sleep(0.01)
-            left = self._warm.leftovers() if self._warm is not None else []
+            left = self._leftovers()
         if left:
             raise SandboxError(f"grading view not clean: {len(left)} process(es) outlived the last run")
+
+    def _leftovers(self) -> list[int]:
+        return [pid for resident in self._residents.values() for pid in resident.leftovers()]
 
     def _tmp_mount_points(self) -> list[str]:
         """``find`` tests that spare what commands bind under /tmp (a Python installed there).
@@ -393,9 +410,9 @@ class NamespaceSandbox(HostViewSandbox):
         workspace); the new one starts importing pytest now, in the background.
         """
         self._check_open()
-        restart = self._warm is not None and self._warm.started
-        if self._warm is not None:
-            self._warm.stop()
+        restart = [resident for resident in self._residents.values() if resident.started]
+        for resident in self._residents.values():
+            resident.stop()
         old, self._holder = self._holder, None
         if old is not None:
             _kill_holder(old, wait=False)
@@ -411,15 +428,15 @@ class NamespaceSandbox(HostViewSandbox):
         self._layer = None
         # Starting a holder (unshare, two mounts) is most of a reset: have the next one ready.
         self._spare = self._spawn_holder()
-        if restart and self._warm is not None:
-            self._warm.start()
+        for resident in restart:
+            resident.start()
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._warm is not None:
-            self._warm.stop()
+        for resident in self._residents.values():
+            resident.stop()
         self._stop_holder()
         if self._spare is not None:
             _kill_holder(self._spare)
@@ -430,6 +447,15 @@ class NamespaceSandbox(HostViewSandbox):
         # The mount existed only inside the holder's namespace, so this is a plain empty directory.
         remove_tree(self._tmp)
         self._unstage()
+
+
+def _resident_preexec(limits: SandboxLimits, baseline: int, cgroup: PidsCgroup | None) -> None:
+    """A command's limits, without its parent-death signal: that fires when the *thread* that
+    started the resident ends. A resident exits when its owner's channel to it closes instead."""
+    import ctypes
+
+    apply_rlimits(limits, baseline, cgroup)
+    ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG off
 
 
 def _kill_holder(holder: subprocess.Popen, read_error: bool = False, wait: bool = True) -> str:
@@ -466,7 +492,7 @@ def _python_bin_dir() -> str:
 def _system_binds() -> tuple[str, ...]:
     """bwrap arguments for the system directories, read-only (readable by any user anyway)."""
     args: list[str] = []
-    for d in _SYSTEM_DIRS:
+    for d in SYSTEM_DIRS:
         if os.path.islink(d):
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
@@ -477,9 +503,7 @@ def _system_binds() -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1)
 def _python_binds() -> tuple[tuple[str, str], ...]:
     """(source, destination) read-only binds: this Python and its packages, deepgym's support files."""
-    from deepgym_envs.sandbox.support import support_host_dir
-
-    bound = [d for d in _SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    bound = [d for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
     import site
 
     candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix,
@@ -488,38 +512,8 @@ def _python_binds() -> tuple[tuple[str, str], ...]:
         candidates.append(site.getusersitepackages())
     out: list[tuple[str, str]] = []
     for path in sorted({os.path.realpath(p) for p in candidates if os.path.isdir(p)}, key=len):
-        if not _covered(path, bound):
+        if not covered(path, bound):
             out.append((path, path))
             bound.append(path)
     out.append((support_host_dir(), SUPPORT_DIR))
     return tuple(out)
-
-
-@functools.lru_cache(maxsize=1)
-def _installed_copies() -> tuple[str, ...]:
-    """Every ``deepgym_envs`` directory in this Python's site-packages, whichever one is imported:
-    an editable install still puts the built-in task files (gold patches, hidden tests) there."""
-    import site
-
-    dirs = [*site.getsitepackages(), site.getusersitepackages()]
-    return tuple(os.path.realpath(os.path.join(d, "deepgym_envs")) for d in dirs
-                 if os.path.isdir(os.path.join(d, "deepgym_envs")))
-
-
-def _covered(path: str, dirs: list[str] | tuple[str, ...]) -> bool:
-    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
-
-
-def _hidden_paths(extra_dests: tuple[str, ...]) -> list[str]:
-    """Directories with hidden data (this package and its task files, the tree cache, every
-    directory a task file was loaded from) that a read-only bind would otherwise show."""
-    from deepgym_envs.tasks import task_sources
-    from deepgym_envs.trees import cache_root
-
-    bound = [d for d in _SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)] + list(extra_dests)
-    pkg = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
-    secrets = {pkg, os.path.join(os.path.dirname(pkg), "tasks"), os.path.realpath(cache_root()),
-               *task_sources(), *_installed_copies()}
-    shown = [s for s in secrets if _covered(s, bound) and os.path.isdir(s)]
-    # Hiding a directory hides what is inside it (and its mount points would be gone anyway).
-    return sorted(s for s in shown if not any(o != s and _covered(s, [o]) for o in shown))

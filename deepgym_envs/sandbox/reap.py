@@ -16,6 +16,8 @@ import shutil
 import socket
 import tempfile
 
+from deepgym_envs.docker_engine import LABEL, LABEL_HOST, LABEL_PID, engine
+from deepgym_envs.errors import SandboxUnavailable
 from deepgym_envs.sandbox.cgroup import _ROOTS, PidsCgroup
 
 _TMP = re.compile(r"deepgym-(?:ns|docker)-(\d+)-")
@@ -55,12 +57,7 @@ def reap_docker() -> list[str]:
 
     Without an engine (or the docker SDK) there is nothing to reap.
     """
-    from deepgym_envs.errors import SandboxUnavailable
-    from deepgym_envs.sandbox.docker import LABEL, LABEL_HOST, LABEL_PID
-
     try:
-        from deepgym_envs.sandbox.docker import engine
-
         client = engine()
     except SandboxUnavailable:
         return []

@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepgym_envs.errors import DeepgymError, SandboxUnavailable, ToolError
+from deepgym_envs.gitrepo import run_git
 from deepgym_envs.sandbox.base import open_regular
+from deepgym_envs.sandbox.build import pip_argv, run_build
 from deepgym_envs.synth.unpack import UnpackError, UnpackLimits, unpack
-from deepgym_envs.trees import run_git
+from deepgym_envs.trees import check_commit_size, source_git_dir
+from deepgym_envs.untrusted_tree import Origin, TreeCaps, TreeTooLarge, prune_links
 
 
 class SynthError(DeepgymError):
@@ -89,8 +92,6 @@ def fetch(spec: SourceSpec, workdir: Path, *, timeout: float = 300) -> Fetched:
 
 
 def _fetch_pypi(spec: SourceSpec, workdir: Path, timeout: float) -> Fetched:
-    from deepgym_envs.sandbox.build import pip_argv, run_build
-
     # A fresh directory each time: as root, the sandbox reaches it through a bind made once per path.
     download = Path(tempfile.mkdtemp(prefix="download-", dir=workdir))
     requirement = f"{spec.name}=={spec.version}" if spec.version else spec.name
@@ -158,16 +159,10 @@ def _fetch_git(spec: SourceSpec, workdir: Path) -> Fetched:
         location = str(local.resolve())
         # git clones whatever repository a local path's '.git' file, commondir or alternates name:
         # a downloaded folder could make a private host repository the synthesised project.
-        from deepgym_envs.trees import source_git_dir
-        from deepgym_envs.untrusted_tree import Origin
-
         try:
             source_git_dir(local, Origin(str(spec), "--from", spec.name))
         except DeepgymError as exc:
             raise SynthError(f"cannot clone {spec.location}: {exc}") from None
-    from deepgym_envs.trees import check_commit_size
-    from deepgym_envs.untrusted_tree import Origin, TreeCaps, TreeTooLarge
-
     dest = workdir / "src"
     try:
         # --no-checkout: a blob of zeros a few KiB packed is its full size on the disk once checked
@@ -182,8 +177,6 @@ def _fetch_git(spec: SourceSpec, workdir: Path) -> Fetched:
         raise SynthError(f"cannot clone {spec.location}: {_last_line(str(exc))}") from None
     # git checks out whatever links a repository holds: one to a host file would have synthesis read
     # that file as the project's code. The same link rules as every other tree from strangers.
-    from deepgym_envs.untrusted_tree import prune_links
-
     prune_links(dest)
     version = spec.version or commit[:12]
     return Fetched(spec, dest, spec.name, version, commit, spec.location)

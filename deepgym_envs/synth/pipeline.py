@@ -20,19 +20,22 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deepgym_envs.envspec import PythonEnv
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.grading import test_files
+from deepgym_envs.openai_http import OpenAIChatClient
 from deepgym_envs.progress import progress_bar
-from deepgym_envs.pyenv import PythonEnv
 from deepgym_envs.synth.fetch import Fetched, SourceSpec, SynthError, fetch
 from deepgym_envs.synth.mutate import Mutation, combine, find_mutations, sample
 from deepgym_envs.synth.project import Layout, build_env, read_layout
+from deepgym_envs.synth.rewrite import rewrite_statement
 from deepgym_envs.synth.runner import SuiteRun, SuiteRunner, failure_messages, header_name
 from deepgym_envs.synth.statement import Observation, test_source, write_statement
 from deepgym_envs.synth.writer import RepoWriter, TaskDraft, task_row, write_rows
 from deepgym_envs.tasks import Task, load_tasks
 from deepgym_envs.trees import pristine_tree
 from deepgym_envs.untrusted_tree import remove_untrusted
+from deepgym_envs.validate import validate_tasks
 
 #: Extra pytest arguments every synthesised task runs with: the project's own ``addopts`` often
 #: name plugins (coverage, xdist) the grading runner does not load.
@@ -280,20 +283,14 @@ def _with_statements(drafts: list[TaskDraft], clean: Path, env: PythonEnv, fetch
 
 def _write(drafts: list[TaskDraft], fetched: Fetched, clean: Path, env: PythonEnv, out: Path,
            config: SynthConfig, report: PackageReport) -> None:
-    from deepgym_envs.validate import validate_tasks
-
     repo = RepoWriter(out, fetched, clean)
     client = None
     if config.llm_url:
-        from deepgym_envs.openai_http import OpenAIChatClient
-
         client = OpenAIChatClient(config.llm_url, config.llm_model, temperature=0.3, max_tokens=1500)
     rows = []
     for d in drafts:
         commit, gold, test_patch = repo.add(d)
         if client is not None:
-            from deepgym_envs.synth.rewrite import rewrite_statement
-
             d = dataclasses.replace(d, problem_statement=rewrite_statement(client, d.problem_statement, gold))
         rows.append(task_row(d, fetched, repo.rel, commit, gold, test_patch, test_cmd=TEST_CMD,
                              python_env=env.to_dict()))

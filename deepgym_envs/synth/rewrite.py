@@ -8,8 +8,8 @@ line of the fix.
 
 from __future__ import annotations
 
-from deepgym_envs.audit.llm import ChatClient
 from deepgym_envs.errors import DeepgymError
+from deepgym_envs.openai_http import ChatClient
 
 SYSTEM_PROMPT = """You rewrite bug reports. Given a terse, machine-written report about a Python
 library, write it as a GitHub issue a user would file: a one-line title, what they were doing,

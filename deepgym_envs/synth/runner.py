@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepgym_envs.grading import run_pytest
-from deepgym_envs.pyenv import PythonEnv, sandbox_spec_for
+from deepgym_envs.envspec import PythonEnv
+from deepgym_envs.pyenv import sandbox_spec_for
 from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.testrun import run_pytest
 
 
 @dataclass

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym_envs.synth.fetch import Fetched
-from deepgym_envs.trees import run_git
+from deepgym_envs.gitrepo import run_git
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A warm test runner: one pre-imported pytest server per sandbox, forking a child per run.
 
 ``python3 -c pass`` alone costs ~0.3 s on a small machine, and importing pytest as much again, so
-a one-test ``run_tests`` step is mostly start-up. The server (``_warm_server.py``) starts once,
+a one-test ``run_tests`` step is mostly start-up. The server (``in_sandbox/deepgym_warm.py``) starts once,
 *inside* the sandbox, as an ordinary sandboxed command (same bubblewrap view, limits and cgroup as
 a cold run), imports pytest and its plugins, and then forks per run. Each child becomes exactly the
 process the cold runner would be, and imports the repository under test afresh.
@@ -21,7 +21,6 @@ from :meth:`WarmRunner.run`, and the caller runs the same command cold.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -29,17 +28,14 @@ import socket
 import subprocess
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from deepgym_envs.errors import SandboxError
-from deepgym_envs.sandbox.base import (ExecResult, apply_rlimits, command_env, drain_pipes, report_channel,
-                                       user_process_baseline)
-
-if TYPE_CHECKING:
-    from deepgym_envs.sandbox.namespace import NamespaceSandbox
+from deepgym_envs.sandbox import ExecResult, HostsResidents, Sandbox
+from deepgym_envs.sandbox.base import drain_pipes, report_channel
 
 SERVER = "deepgym_warm.py"
-RUNNER = "deepgym_pytest.py"
+#: Under this key a sandbox keeps its warm server (:meth:`HostsResidents.resident`).
+KEY = "deepgym-warm-pytest"
 #: How long the server may take to import pytest before we give up on it and run cold.
 START_TIMEOUT = 60.0
 #: Report bytes kept (the cold path keeps as much).
@@ -53,12 +49,10 @@ class WarmRunner:
     (interpreter start-up reads the environment, so a different one needs a new interpreter).
     """
 
-    def __init__(self, sandbox: "NamespaceSandbox", env: dict[str, str]) -> None:
-        from deepgym_envs.sandbox.namespace import NamespaceSandbox
-
+    def __init__(self, sandbox: Sandbox, env: dict[str, str]) -> None:
         # The server cleans up by signalling its whole PID namespace: only a backend that gives
-        # every command a private one may host it (the server checks again before it starts).
-        if not isinstance(sandbox, NamespaceSandbox):
+        # every resident a private one may host it (the server checks again before it starts).
+        if not isinstance(sandbox, HostsResidents):
             raise SandboxError(f"the warm test runner needs the namespace backend, not {type(sandbox).__name__}")
         self.sandbox = sandbox
         self.env = dict(env)
@@ -75,26 +69,16 @@ class WarmRunner:
         if self._proc is not None:
             return
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        fds = self.sandbox._command_fds()
         try:
-            support = self.sandbox.support_dir
-            cmd = ["python", f"{support}/{SERVER}", str(server_end.fileno())]
+            cmd = ["python", f"{self.sandbox.support_dir}/{SERVER}", str(server_end.fileno())]
             # "/" not the workspace: nothing of the repository is on the server's path.
-            argv = self.sandbox._argv(cmd, command_env(self.env), "/", fds)
-            limits = self.sandbox.limits
-            self._proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True, pass_fds=(server_end.fileno(), *fds),
-                preexec_fn=functools.partial(_server_preexec, limits, user_process_baseline(),
-                                             self.sandbox._cgroup))
+            self._proc = self.sandbox.spawn(cmd, self.env, "/", (server_end.fileno(),))
         except OSError:
             host_end.close()
             self._proc = None
             return
         finally:
             server_end.close()
-            for fd in fds:
-                os.close(fd)
         self._ctrl = host_end
         self._ready = False
 
@@ -153,10 +137,11 @@ class WarmRunner:
         return self._ready
 
     # -- runs ----------------------------------------------------------------------------------
-    def run(self, args: list[str], timeout: float, env: dict[str, str], cwd: str) -> ExecResult | None:
+    def run(self, args: list[str], timeout: float | None, env: dict[str, str], cwd: str) -> ExecResult | None:
         """One pytest run, or None when the server cannot serve it (then run it cold)."""
         if env != self.env:
             return None
+        timeout = timeout or self.sandbox.limits.timeout
         with self._lock:
             self.start()
             if not self._await_ready():
@@ -199,15 +184,6 @@ class WarmRunner:
         return ExecResult(reply["exit"], out, err, False, time.monotonic() - start, truncated, report)
 
 
-def _server_preexec(limits, baseline: int, cgroup) -> None:
-    """A command's limits, without its parent-death signal: that fires when the *thread* that
-    started the server ends. The server exits when its control socket closes instead."""
-    import ctypes
-
-    apply_rlimits(limits, baseline, cgroup)
-    ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG off
-
-
 def _live_children(pid: int) -> list[int]:
     """Children of ``pid`` that are not zombies (a zombie runs nothing and is reaped soon)."""
     try:
@@ -242,3 +218,19 @@ def _recv(ctrl: socket.socket, timeout: float | None) -> object:
         return json.loads(data) if data else None
     except (OSError, ValueError):
         return None
+
+
+def warm_runner(sb: Sandbox, env: dict[str, str]) -> WarmRunner | None:
+    """The sandbox's warm server, made at the first call (that call pays its start-up); None where
+    the sandbox cannot host one or its user turned warm runs off (then run cold).
+
+    The server lives until the sandbox's ``reset()`` or ``close()`` and serves only that sandbox.
+    """
+    if not isinstance(sb, HostsResidents) or not sb.warm_tests:
+        return None
+    return sb.resident(KEY, lambda: WarmRunner(sb, env))
+
+
+def warm_server(sb: Sandbox) -> WarmRunner | None:
+    """The warm server a sandbox holds already, if any (for tests and benchmarks)."""
+    return sb.resident(KEY) if isinstance(sb, HostsResidents) else None

@@ -19,7 +19,7 @@ import pytest
 from conftest import requires_namespace, toy_row, write_toy_repo
 from deepgym_envs.audit.core import AuditReport, audit_tasks
 from deepgym_envs.audit.leaks import needles, scan_tasks
-from deepgym_envs.audit.strategies import STRATEGIES, select
+from deepgym_envs.audit.catalog import STRATEGIES, select
 from deepgym_envs.audit.weak import exit_code_verifier
 from deepgym_envs.tasks import Task, load_tasks, task_from_row
 from deepgym_envs.trees import pristine_tree

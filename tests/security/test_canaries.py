@@ -16,8 +16,9 @@ import pytest
 
 from deepgym_envs import grade
 from deepgym_envs.canaries import check, plant
-from deepgym_envs.grading import prepare_grading_view, run_pytest
+from deepgym_envs.grading import prepare_grading_view
 from deepgym_envs.sandbox import make_sandbox
+from deepgym_envs.testrun import run_pytest
 from deepgym_envs.trees import pristine_tree
 from tests.conftest import requires_namespace
 from tests.security.test_forgery import append_to_init, grading_backend  # noqa: F401 (a fixture)

@@ -12,7 +12,7 @@ import pytest
 
 import deepgym_envs.grading as grading
 from deepgym_envs import grade
-from deepgym_envs.pytest_config import FLOOR, config_file_names
+from deepgym_envs.testrun.config import FLOOR, config_file_names
 from tests.conftest import requires_namespace
 from tests.security.test_forgery import grading_backend  # noqa: F401 (a fixture)
 

@@ -162,7 +162,7 @@ def test_the_host_reads_the_stream_strictly():
     """Whatever reaches the descriptor, only a whole, ordered stream of known events is a report."""
     import json
 
-    from deepgym_envs.grading import parse_report
+    from deepgym_envs.testrun import parse_report
 
     nonce = "ab" * 16
 
@@ -425,7 +425,7 @@ class TestPatchedClass(unittest.TestCase):
 @pytest.mark.slow
 @requires_namespace
 def test_test_shapes_that_wrap_or_inherit_are_never_tampered(toy_task):
-    from deepgym_envs.grading import run_pytest
+    from deepgym_envs.testrun import run_pytest
     from deepgym_envs.sandbox import make_sandbox
     from deepgym_envs.trees import pristine_tree
 

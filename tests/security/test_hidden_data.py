@@ -144,7 +144,7 @@ def test_a_directory_task_never_carries_build_artefacts_or_loses_ignored_sources
 
 def test_an_image_tree_keeps_only_the_snapshot(tmp_path):
     """The docker path replaces the image's .git (which holds the fix's history) with one commit."""
-    from deepgym_envs.sandbox.docker_tasks import _commit_all
+    from deepgym_envs.image_trees import _commit_all
 
     testbed = tmp_path / "testbed"
     testbed.mkdir()

@@ -14,6 +14,7 @@ import pytest
 
 from deepgym_envs.sandbox import SandboxLimits, make_sandbox
 from deepgym_envs.sandbox.identity import service_uid
+from deepgym_envs.testrun.warm import warm_runner
 from deepgym_envs.trees import pristine_tree
 from tests.conftest import requires_namespace
 from tests.security._attack import probe
@@ -92,8 +93,8 @@ def test_the_warm_server_is_out_of_reach_of_the_runs_it_serves(sb):
         "    remote = IoVec(0x400000, 8)\n"
         "    assert libc.process_vm_readv(server, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == -1\n"
     ).encode())
-    res = sb.warm_pytest(["-p", "no:cacheprovider", "-q", "tests/test_reach.py"], 60,
-                         {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    res = warm_runner(sb, env).run(["-p", "no:cacheprovider", "-q", "tests/test_reach.py"], 60, env, sb.workdir)
     assert res is not None, "the warm server did not serve the run"
     assert res.exit_code == 0, res.output
 

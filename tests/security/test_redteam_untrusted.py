@@ -231,7 +231,7 @@ def _tar_of(entries: list[tuple[str, bytes]]):
 def test_an_images_git_refs_cannot_fill_the_hosts_memory(tmp_path):
     from deepgym_envs.untrusted_tree import Origin, TreeCaps, extract_tar
 
-    from deepgym_envs.sandbox.docker_tasks import _is_git_metadata, _is_git_path
+    from deepgym_envs.image_trees import _is_git_metadata, _is_git_path
 
     mib = bytes(1 << 20)
     archive = _tar_of([("testbed/.git/HEAD", b"ref: refs/heads/main\n")]

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.docker
 
 
 def _engine():
-    from deepgym_envs.sandbox.docker import engine
+    from deepgym_envs.docker_engine import engine
 
     return engine()
 
@@ -38,7 +38,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _build(ctx: Path, tag: str, run: str) -> str:
-    from deepgym_envs.sandbox.docker import default_image
+    from deepgym_envs.docker_engine import default_image
 
     (ctx / "Dockerfile").write_text(f"FROM {default_image()}\nUSER root\nCOPY testbed /testbed\nRUN {run}\n")
     _engine().images.build(path=str(ctx), tag=tag, rm=True, pull=False, network_mode="none")

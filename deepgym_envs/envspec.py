@@ -1,0 +1,93 @@
+"""What a task's ``python_env`` field asks for: pinned requirements and the repository's import
+roots, checked as the row is read (:mod:`deepgym_envs.pyenv` builds the environment).
+
+>>> PythonEnv.from_dict({"requirements": ["attrs==24.2.0"], "pythonpath": ["src"]}).pythonpath
+('src',)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+_PLAIN_PATH = re.compile(r"[\w.+/-]+")
+
+
+@dataclass(frozen=True)
+class PythonEnv:
+    """What a task's tests need to run: pinned packages and the repository's import roots."""
+
+    requirements: tuple[str, ...] = ()
+    """Pinned requirement lines; empty means deepgym's own interpreter."""
+    pythonpath: tuple[str, ...] = ()
+    """Repository directories (relative to its root) placed on ``PYTHONPATH``."""
+    python: str = field(default_factory=lambda: f"{sys.version_info.major}.{sys.version_info.minor}")
+    """The Python version the requirements were resolved for (informational; the host's is used)."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PythonEnv":
+        """Read the task field; ValueError naming the key when it is malformed."""
+        if not isinstance(data, dict):
+            raise ValueError("expected an object with 'requirements' and 'pythonpath'")
+        unknown = set(data) - {"requirements", "pythonpath", "python"}
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))}")
+        out: dict[str, Any] = {}
+        for key in ("requirements", "pythonpath"):
+            value = data.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{key!r} must be a list of strings")
+            out[key] = tuple(value)
+        for line in out["requirements"]:
+            check_requirement(line)
+        for path in out["pythonpath"]:
+            # Each entry becomes a line of a .pth file, which site runs when it starts with "import ":
+            # a plain relative path (no whitespace or control characters) can never be one.
+            if not _PLAIN_PATH.fullmatch(path) or path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"pythonpath entry {path!r} must be a plain directory path relative to the "
+                                 "repository root (letters, digits, '.', '_', '-', '+', '/')")
+        if "python" in data:
+            if not isinstance(data["python"], str):
+                raise ValueError("'python' must be a string such as '3.11'")
+            out["python"] = data["python"]
+        return cls(**out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"requirements": list(self.requirements), "pythonpath": list(self.pythonpath), "python": self.python}
+
+    @property
+    def key(self) -> str:
+        """Names the built environment: the same requirements on the same interpreter share one."""
+        spec = json.dumps([sorted(self.requirements), list(self.pythonpath), sys.version_info[:2],
+                           os.path.realpath(sys.executable)])
+        return hashlib.sha256(spec.encode()).hexdigest()[:16]
+
+
+def check_requirement(line: str) -> Requirement:
+    """``line`` parsed, when it pins one release by name (``name[extras]==version``, an environment
+    marker allowed); ValueError naming the line otherwise.
+
+    >>> str(check_requirement("attrs==24.2.0"))
+    'attrs==24.2.0'
+    """
+    if not line or line != line.strip() or any(c in line for c in "\n\r\0\\"):
+        raise ValueError(f"requirement {line!r}: expected one line of the form name==version")
+    if line.startswith("-"):
+        raise ValueError(f"requirement {line!r}: pip options are not allowed, only name==version")
+    try:
+        req = Requirement(line)
+    except InvalidRequirement as exc:
+        raise ValueError(f"requirement {line!r}: not name==version (a path or URL is not allowed): {exc}") from None
+    if req.url:
+        raise ValueError(f"requirement {line!r}: URLs are not allowed, only a release from the index (name==version)")
+    specs = list(req.specifier)
+    if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+        raise ValueError(f"requirement {line!r}: not pinned to one release (expected name==version)")
+    return req

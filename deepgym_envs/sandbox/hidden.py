@@ -1,0 +1,44 @@
+"""What a sandbox must not show of this host, whichever backend binds host directories in.
+
+deepgym's own package and task files (gold patches, hidden tests), the tree cache and every folder
+task data was loaded from lie inside directories a sandbox binds read-only (a Python's prefix,
+site-packages); the namespace and docker backends cover those with empty directories.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from deepgym_envs.tasks import task_sources
+from deepgym_envs.trees import cache_root
+
+#: Host system directories every sandbox binds read-only (readable by any user anyway).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+
+
+@functools.lru_cache(maxsize=1)
+def installed_copies() -> tuple[str, ...]:
+    """Every ``deepgym_envs`` directory in this Python's site-packages, whichever one is imported:
+    an editable install still puts the built-in task files (gold patches, hidden tests) there."""
+    import site
+
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return tuple(os.path.realpath(os.path.join(d, "deepgym_envs")) for d in dirs
+                 if os.path.isdir(os.path.join(d, "deepgym_envs")))
+
+
+def covered(path: str, dirs: list[str] | tuple[str, ...]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+def hidden_paths(extra_dests: tuple[str, ...]) -> list[str]:
+    """Directories with hidden data (this package and its task files, the tree cache, every
+    directory a task file was loaded from) that a read-only bind would otherwise show."""
+    bound = [d for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)] + list(extra_dests)
+    pkg = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
+    secrets = {pkg, os.path.join(os.path.dirname(pkg), "tasks"), os.path.realpath(cache_root()),
+               *task_sources(), *installed_copies()}
+    shown = [s for s in secrets if covered(s, bound) and os.path.isdir(s)]
+    # Hiding a directory hides what is inside it (and its mount points would be gone anyway).
+    return sorted(s for s in shown if not any(o != s and covered(s, [o]) for o in shown))

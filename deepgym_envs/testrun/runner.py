@@ -1,0 +1,44 @@
+"""One pytest run in a sandbox, through deepgym's runner, with its report read back.
+
+The runner (``in_sandbox/deepgym_pytest.py``) starts from deepgym's support directory, outside
+the repository, so the working directory is not first on ``sys.path``; it hands pytest the report
+plugin as an object before the repository's code loads. The plugin streams per-test outcomes on the
+command's private report channel (``Sandbox.exec(..., report=True)``), which
+:func:`~deepgym_envs.testrun.report.parse_report` authenticates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deepgym_envs.sandbox import ExecResult, Sandbox
+from deepgym_envs.testrun.report import parse_report
+from deepgym_envs.testrun.warm import warm_runner
+
+#: The runner's name inside the sandbox's support directory.
+RUNNER = "deepgym_pytest.py"
+#: Plugins are not auto-loaded from installed packages: it is faster (pytest-benchmark alone costs
+#: seconds here) and nothing the agent plants can register itself. Tasks that need a plugin name
+#: it in their test_cmd (``-p NAME``).
+PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def runner_argv(sb: Sandbox, args: list[str]) -> list[str]:
+    """The argv that runs pytest with ``args`` through deepgym's runner in ``sb``."""
+    return ["python", f"{sb.support_dir}/{RUNNER}", *args]
+
+
+def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = False
+               ) -> tuple[dict[str, Any] | None, ExecResult]:
+    """Run pytest through deepgym's runner; return (report or None, ExecResult).
+
+    ``warm``: use the sandbox's warm test server where it can host one (same results, no
+    interpreter start-up); any failure of the server itself falls back to a cold run.
+    """
+    pytest_args = ["-p", "no:cacheprovider", *args]
+    env = dict(PYTEST_ENV)
+    runner = warm_runner(sb, env) if warm else None
+    result = runner.run(pytest_args, timeout, env, sb.workdir) if runner is not None else None
+    if result is None:
+        result = sb.exec(runner_argv(sb, pytest_args), timeout, env=env, report=True)
+    return parse_report(result.report), result
