@@ -137,7 +137,7 @@ def _sandbox_check(args: argparse.Namespace) -> int:
 
     ok, why = available()
     console().print("namespace backend: " + ("[green]available[/]" if ok else f"[red]unavailable[/]: {why}"))
-    from deepgym_envs.sandbox.docker import docker_status
+    from deepgym_envs.docker_engine import docker_status
 
     docker_ok, docker_why = docker_status()
     console().print("docker backend: " + ("[green]available[/]" if docker_ok else f"[yellow]unavailable[/]: "
