@@ -38,14 +38,9 @@ from deepgym_envs.tasks import Task, find_task, load_tasks
 from deepgym_envs.tools import TOOLSETS, Tools, schemas_for
 from deepgym_envs.trees import pristine_tree
 
-MAX_TEXT = 1 << 22  # 4 Mi characters: far above any observation the tools produce
-
-
-class AnyText(gym.spaces.Text):
-    """A text space that contains every string up to ``max_length`` (Text limits the charset)."""
-
-    def contains(self, x: Any) -> bool:
-        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+# The spaces live in deepgym_envs.spaces (with their shared-memory layout for AsyncVectorEnv);
+# imported here too because callers reach them through this module.
+from deepgym_envs.spaces import MAX_TEXT, ActionText, AnyText  # noqa: E402,F401
 
 
 class ResetNeeded(DeepgymError):
@@ -106,7 +101,7 @@ class SandboxConfig:
 class SWEEnv(gym.Env[str, str]):
     """A multi-turn coding task: view, search, edit, run tests, bash, submit."""
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
 
     def __init__(self, tasks: str | Path | list[Task] = "builtin", *, task_id: str | None = None,
                  toolset: str = "default", max_steps: int = MAX_STEPS, reward: RewardConfig | str = RewardConfig(),
@@ -145,7 +140,7 @@ class SWEEnv(gym.Env[str, str]):
         self._views = ViewPool() if sandbox.warm_tests else None
         self.tool_schemas = schemas_for(toolset)
         self.observation_space = AnyText(MAX_TEXT, min_length=0)
-        self.action_space = AnyText(MAX_TEXT, min_length=0)
+        self.action_space = ActionText(MAX_TEXT, min_length=0)
         self.task: Task | None = None
         self._sandbox: Sandbox | None = None
         self._sandbox_task: str | None = None
@@ -182,6 +177,8 @@ class SWEEnv(gym.Env[str, str]):
         names = ", ".join(s["function"]["name"] for s in self.tool_schemas)
         obs = PROMPT.format(workdir=self._sandbox.workdir, problem=task.problem_statement.strip(), tools=names)
         self._last_obs = obs
+        if self.render_mode == "human":
+            self.render()
         info = {"task_id": task.instance_id, "tools": self.tool_schemas, "workdir": self._sandbox.workdir,
                 "max_steps": self.max_steps}
         if self.record_timing:
@@ -225,7 +222,21 @@ class SWEEnv(gym.Env[str, str]):
         if self.record_timing:
             info["timing"] = {"tool": tool_time, "step": time.perf_counter() - started}
         self._last_obs = obs
+        if self.render_mode == "human":
+            self.render()
         return obs, self.rewards.total(components), terminated, truncated, info
+
+    def end_episode(self) -> tuple[float, dict[str, Any]]:
+        """Grade the episode now: a budget outside this env ran out (a ``TimeLimit`` shorter than
+        ``max_steps``; :class:`deepgym_envs.wrappers.GradeOnTruncation` calls this). The final state
+        is graded as at the env's own budget. Returns the reward to add to the last step's and the
+        keys its ``info`` gains (``verdict``, ``masked``, the final ``reward_components``)."""
+        if self._done or self.task is None:
+            return 0.0, {}
+        verdict = self._finish(None)
+        components = self.rewards.finish(verdict)
+        return self.rewards.total(components), {"verdict": verdict.to_dict(), "masked": verdict.masked,
+                                                 "reward_components": components}
 
     def _potential(self, task: Task, patch: str) -> float | None:
         verdict = VERDICTS.grade(task, patch, backend=self.backend, limits=self.limits,
@@ -263,6 +274,9 @@ class SWEEnv(gym.Env[str, str]):
         return self.verdict
 
     def render(self) -> str | None:
+        if self.render_mode == "human":  # Gymnasium's convention: shown as it happens, render() returns None
+            print(self._last_obs, flush=True)
+            return None
         if self.render_mode == "ansi":
             return self._last_obs
         return None
