@@ -36,7 +36,7 @@ import warnings
 from deepgym_agents.base import tool_call
 from deepgym_agents.llm import SamplingParams
 from deepgym_agents.llm.scripted import ScriptedLLM
-from deepgym_agents.loop import collect
+from deepgym_agents.loop import CollectConfig, collect
 from deepgym_agents.tiny_model import build_tokenizer
 from deepgym_envs.tasks import load_tasks
 
@@ -83,8 +83,9 @@ SCHEDULES = {"eager": {}, "windowed": {"batch_window": 0.3}, "lockstep": {"sync_
 def run(schedule: str, task_ids: list[str], k: int, concurrency: int, latency: tuple[float, float], turns: int) -> dict:
     llm = Timeline(ScriptedLLM(script(turns), build_tokenizer(), latency=latency, seed=1))
     started = time.perf_counter()
-    trajs = collect(llm, task_ids, k=k, concurrency=concurrency, max_steps=turns + 5,
-                    params=SamplingParams(max_tokens=4096), show_progress=False, **SCHEDULES[schedule])
+    trajs = collect(llm, task_ids, CollectConfig(k=k, concurrency=concurrency, max_steps=turns + 5,
+                                                 params=SamplingParams(max_tokens=4096), show_progress=False,
+                                                 **SCHEDULES[schedule]))
     wall = time.perf_counter() - started
     busy = sum(end - start for start, end, _ in llm.calls)
     first, last = llm.calls[0][0], llm.calls[-1][1]

@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 from _chat_server import chat_server  # noqa: E402
 from _loop_helpers import FIX_CALLS, FIX_SCRIPT, SANDBOX, Recording, completion  # noqa: E402
 from deepgym_agents.baselines import parse_unified_diff  # noqa: E402
+from deepgym_agents.config import CollectConfig  # noqa: E402
 from deepgym_agents.base import tool_call  # noqa: E402
 from deepgym_agents.evaluate import pass_at_k  # noqa: E402
 from deepgym_agents.llm import SamplingParams  # noqa: E402
@@ -23,6 +24,7 @@ from deepgym_agents.llm.scripted import ScriptedLLM  # noqa: E402
 from deepgym_agents.loop import collect  # noqa: E402
 from deepgym_agents.tiny_model import build_model, build_tokenizer, write_tiny_model  # noqa: E402
 from deepgym_agents.trajectory import read_trajectories  # noqa: E402
+from deepgym_envs.errors import DeepgymError  # noqa: E402
 from deepgym_envs.evaluation import EpisodeResult  # noqa: E402
 from deepgym_envs.tasks import Task, load_tasks  # noqa: E402
 
@@ -33,12 +35,27 @@ def env_kwargs(task: Task) -> dict:
     return {"tasks": [task], "sandbox": SANDBOX}
 
 
+def quiet(task: Task) -> CollectConfig:
+    """One episode of ``task`` on the test sandbox, no progress bar."""
+    return CollectConfig(env_kwargs=env_kwargs(task), show_progress=False)
+
+
+def test_collect_config_leaves_the_step_budget_to_the_env_unless_told() -> None:
+    assert "max_steps" not in CollectConfig(env_kwargs={"sandbox": SANDBOX}).gym_kwargs()  # SWE-v0's own: 50
+    assert CollectConfig(max_steps=3).gym_kwargs()["max_steps"] == 3
+    assert CollectConfig(max_steps=3, env_kwargs={"max_steps": 7}).gym_kwargs()["max_steps"] == 7
+    with pytest.raises(DeepgymError, match="at least 1"):
+        CollectConfig(k=0)
+    with pytest.raises(DeepgymError, match="max_steps=-1"):
+        CollectConfig(max_steps=-1)
+
+
 def test_tiny_model_episode_ids_and_masks_line_up(toy_task: Task, tmp_path) -> None:
     tok = build_tokenizer()
     llm = Recording(HFBackend(build_model(tok, hidden=32), tok, model_name="tiny"))
     out = tmp_path / "trajs.jsonl"
-    trajs = collect(llm, [toy_task.instance_id], env_kwargs=env_kwargs(toy_task), k=2, max_steps=3,
-                    params=SamplingParams(max_tokens=10, seed=7), out=out, show_progress=False)
+    trajs = collect(llm, [toy_task.instance_id], CollectConfig(env_kwargs=env_kwargs(toy_task), k=2, max_steps=3,
+                    params=SamplingParams(max_tokens=10, seed=7), out=out, show_progress=False))
     assert len(trajs) == 2 and {t.group_id for t in trajs} == {trajs[0].group_id}
     assert sorted(t.rollout_index for t in trajs) == [0, 1]
     served = [(tuple(p), tuple(g.completion_ids), tuple(g.logprobs)) for p, g in llm.calls]
@@ -71,8 +88,8 @@ def test_scripted_backend_solves_a_builtin_task(tmp_path) -> None:
               for fp in parse_unified_diff(task.patch) for h in reversed(fp.hunks)]
     script += [tool_call("run_tests"), tool_call("submit")]
     llm = Recording(ScriptedLLM(script, build_tokenizer()))
-    trajs = collect(llm, [task.instance_id], env_kwargs={"sandbox": SANDBOX}, k=2, concurrency=2,
-                    params=SamplingParams(max_tokens=8192), show_progress=False)
+    trajs = collect(llm, [task.instance_id], CollectConfig(env_kwargs={"sandbox": SANDBOX}, k=2, concurrency=2,
+                    params=SamplingParams(max_tokens=8192), show_progress=False))
     for traj in trajs:
         assert traj.resolved and traj.stop_reason == "submitted" and not traj.masked
         assert len(traj.turns) == len(script) and traj.turns[-1].terminated
@@ -86,9 +103,9 @@ def test_context_length_ends_the_episode_cleanly_and_still_grades(toy_task: Task
     tok = build_tokenizer()
     llm = ScriptedLLM([tool_call("view", path="src/calc/ops.py")] * 5, tok)
     first_prompt = len(collect(ScriptedLLM([tool_call("submit")], tok), [toy_task.instance_id],
-                               env_kwargs=env_kwargs(toy_task), show_progress=False)[0].turns[0].prompt_ids)
-    trajs = collect(llm, [toy_task.instance_id], env_kwargs=env_kwargs(toy_task), max_steps=10,
-                    max_context_tokens=first_prompt + 200, show_progress=False)
+                               quiet(toy_task))[0].turns[0].prompt_ids)
+    trajs = collect(llm, [toy_task.instance_id], CollectConfig(env_kwargs=env_kwargs(toy_task), max_steps=10,
+                    max_context_tokens=first_prompt + 200, show_progress=False))
     traj = trajs[0]
     assert traj.stop_reason == "context_length" and traj.verdict["status"] == "unresolved" and not traj.masked
     assert 1 <= len(traj.turns) < 5
@@ -105,7 +122,7 @@ def test_a_template_that_is_not_prefix_stable(toy_task: Task) -> None:
         "{% if message.content %}{{ message.content }}{% endif %}",
         "{% if message.content %}{% if loop.last %}{{ message.content }}{% else %}[earlier]{% endif %}{% endif %}")
     llm = Recording(ScriptedLLM(FIX_SCRIPT, tok))
-    traj = collect(llm, [toy_task.instance_id], env_kwargs=env_kwargs(toy_task), show_progress=False)[0]
+    traj = collect(llm, [toy_task.instance_id], quiet(toy_task))[0]
     assert traj.resolved
     assert traj.metadata["template_prefix_stable"] is False and traj.metadata["template_match"] is False
     flat = traj.flatten()
@@ -125,7 +142,7 @@ def test_openai_backend_through_the_loop_with_a_retry(toy_task: Task) -> None:
 
     with chat_server(respond) as (url, seen):
         llm = OpenAIBackend(url, "remote-model", backoff=0.01)
-        traj = collect(llm, [toy_task.instance_id], env_kwargs=env_kwargs(toy_task), show_progress=False)[0]
+        traj = collect(llm, [toy_task.instance_id], quiet(toy_task))[0]
     assert traj.resolved and traj.stop_reason == "submitted"
     assert len(seen) == 3  # a 500, then one request per turn
     assert [t["function"]["name"] for t in seen[-1]["body"]["tools"]][-1] == "submit"
@@ -138,7 +155,7 @@ def test_openai_backend_through_the_loop_with_a_retry(toy_task: Task) -> None:
 def test_a_dead_endpoint_masks_episodes_instead_of_failing_them(toy_task: Task) -> None:
     with chat_server(lambda body, n: (502, {"error": "bad gateway"}, {})) as (url, _):
         llm = OpenAIBackend(url, "m", backoff=0.0, max_retries=1)
-        traj = collect(llm, [toy_task.instance_id], env_kwargs=env_kwargs(toy_task), show_progress=False)[0]
+        traj = collect(llm, [toy_task.instance_id], quiet(toy_task))[0]
     assert traj.masked and traj.stop_reason.startswith("error: generation failed")
     assert traj.verdict["status"] == "no_verdict"
 
@@ -160,7 +177,7 @@ def test_parquet_export_keeps_the_token_view(toy_task: Task, tmp_path) -> None:
     from deepgym_agents.export import to_parquet
 
     trajs = collect(ScriptedLLM(FIX_SCRIPT, build_tokenizer()), [toy_task.instance_id],
-                    env_kwargs=env_kwargs(toy_task), k=2, show_progress=False)
+                    CollectConfig(env_kwargs=env_kwargs(toy_task), k=2, show_progress=False))
     assert to_parquet(trajs, tmp_path / "t.parquet") == 2
     table = pq.read_table(tmp_path / "t.parquet").to_pylist()
     assert table[0]["input_ids"] == trajs[0].flatten().input_ids

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from deepgym_agents.rloo.advantages import (AdvantageConfig, compute_advantages, group_advantages, returns_to_go,
                                     token_advantages, turn_rewards)
 from deepgym_agents.trajectory import Trajectory, Turn
+from deepgym_envs.rewards import RewardConfig
 
 rewards_st = st.floats(min_value=-2, max_value=2, allow_nan=False, width=32)
 
@@ -108,6 +109,9 @@ def test_reward_modes_outcome_and_gated():
     assert turn_rewards(win, AdvantageConfig(reward="outcome")) == [0.0, 1.0]
     assert turn_rewards(win, AdvantageConfig(reward="gated")) == pytest.approx([0.5, 1.45])
     assert turn_rewards(lose, AdvantageConfig(reward="gated")) == [0.0, 0.0]  # below the gate: outcome only
+    # the gate is the run's RewardConfig's, the one the env's gated mode uses: at 0 every episode passes
+    assert turn_rewards(lose, AdvantageConfig(reward="gated"), RewardConfig(gate_threshold=0.0)) == \
+        pytest.approx([0.5, -0.05])
 
 
 @settings(max_examples=50, deadline=None)

@@ -132,7 +132,11 @@ def test_config_errors_say_what_to_fix():
     with pytest.raises(TrainConfigError, match="clip"):
         TrainConfig(clip_low=1.5)
     with pytest.raises(TrainConfigError, match="advantage mode"):
-        TrainConfig(advantage="episode")
+        TrainConfig.from_dict({"advantage": "episode"})
+    with pytest.raises(TrainConfigError, match="Did you mean 'outcome'"):
+        TrainConfig.from_dict({"reward_mode": "outcomes"})
+    with pytest.raises(TrainConfigError, match="rewards must be a RewardConfig"):
+        TrainConfig(rewards="outcome")
     with pytest.raises(TrainConfigError, match="unknown TrainConfig field"):
         TrainConfig.from_dict({"learning_rate": 1.0})
 

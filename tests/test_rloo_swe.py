@@ -37,7 +37,7 @@ def swe_config(tmp_path, **overrides) -> TrainConfig:
                     filter_zero_variance=False, checkpoint_every=0, device="cpu", show_progress=False,
                     out=str(tmp_path / "run"))
     settings.update(overrides)
-    return TrainConfig(**settings)
+    return TrainConfig.from_dict(settings)
 
 
 @pytest.mark.slow

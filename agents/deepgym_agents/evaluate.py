@@ -27,12 +27,14 @@ from typing import Any, ClassVar
 
 from rich.markup import escape
 
+from deepgym_agents.config import DEFAULT_CONTEXT_TOKENS, CollectConfig
 from deepgym_agents.llm import SamplingParams
 from deepgym_agents.trajectory import Trajectory
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.evaluation import EpisodeResult, EvalResult, print_report, select_tasks
 from deepgym_envs.leaderboard.results import pass_at_k as task_pass_at_k
 from deepgym_envs.rewards import INVALID_ACTION
+from deepgym_envs.sandbox import default_backend
 
 LLM_AGENTS = ("openai", "vllm", "hf")
 RESULTS_DIR = Path("leaderboard/results")
@@ -173,7 +175,7 @@ def model_context(llm: Any, requested: int) -> int:
     vllm_config = getattr(getattr(getattr(llm, "engine", None), "llm_engine", None), "model_config", None)
     n = getattr(vllm_config, "max_model_len", None) or getattr(
         getattr(getattr(llm, "model", None), "config", None), "max_position_embeddings", None)
-    return n if isinstance(n, int) and n > 0 else 32768
+    return n if isinstance(n, int) and n > 0 else DEFAULT_CONTEXT_TOKENS
 
 
 def run_llm_eval(args: argparse.Namespace) -> LLMEvalResult:
@@ -196,17 +198,16 @@ def run_llm_eval(args: argparse.Namespace) -> LLMEvalResult:
     if args.sandbox:
         env_kwargs["sandbox"] = args.sandbox
     started = time.monotonic()
-    trajs = collect(llm, [t.instance_id for t in tasks], env_kwargs=env_kwargs, k=args.k,
-                    concurrency=args.concurrency, max_steps=args.max_steps,
-                    max_context_tokens=model_context(llm, args.max_context), params=params, out=traj_path,
-                    seed=args.seed)
+    trajs = collect(llm, [t.instance_id for t in tasks], CollectConfig(
+        env_kwargs=env_kwargs, k=args.k, concurrency=args.concurrency, max_steps=args.max_steps,
+        max_context_tokens=model_context(llm, args.max_context), params=params, out=traj_path, seed=args.seed))
     wall = time.monotonic() - started
     files = {"trajectories": str(traj_path), "predictions": str(run_dir / "predictions.jsonl")}
     write_predictions(trajs, model, run_dir / "predictions.jsonl")
     if args.parquet:
         files["parquet"] = str(run_dir / "trajectories.parquet")
         to_parquet(read_trajectories(traj_path), files["parquet"])
-    result = LLMEvalResult(args.agent, str(args.tasks), env_kwargs.get("sandbox") or "namespace",
+    result = LLMEvalResult(args.agent, str(args.tasks), env_kwargs.get("sandbox") or default_backend(),
                            [episode_result(t) for t in trajs], wall, model=model, k=args.k, files=files)
     out = Path(args.out) if args.out else RESULTS_DIR / f"{name}.json"
     result.files["results"] = str(out)  # before writing: --json prints the very document the file holds

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+from deepgym_agents.config import DEFAULT_CONTEXT_TOKENS
 from deepgym_agents.llm import require
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -105,9 +106,10 @@ def tiny_causal_lm(vocab_size: int, *, seed: int = 0, hidden: int = 64, layers: 
 
 
 def build_model(tokenizer: Any, *, layers: int = 2, hidden: int = 64, heads: int = 4, seed: int = 0) -> Any:
-    """The chat model for :func:`build_tokenizer`'s tokenizer: a Qwen2 with a 32k context."""
+    """The chat model for :func:`build_tokenizer`'s tokenizer: a Qwen2 whose context holds every prompt
+    the agent loop allows by default."""
     return tiny_causal_lm(len(tokenizer), seed=seed, hidden=hidden, layers=layers, heads=heads,
-                          kv_heads=max(1, heads // 2), max_positions=32768, arch="qwen2",
+                          kv_heads=max(1, heads // 2), max_positions=DEFAULT_CONTEXT_TOKENS, arch="qwen2",
                           pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
                           eos_token_id=tokenizer.eos_token_id)
 

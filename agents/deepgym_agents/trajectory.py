@@ -19,6 +19,7 @@ template/observation tokens appended after the turn's completion. Both are maske
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -157,3 +158,18 @@ def append_trajectories(path: str | Path, trajectories: Iterable[Trajectory]) ->
         for traj in trajectories:
             fh.write(traj.to_json() + "\n")
         fh.flush()
+
+
+class TrajectoryWriter:
+    """Appends finished episodes to a JSONL file from many threads, each as one whole line
+    (``path`` None: writes nothing)."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def write(self, traj: Trajectory) -> None:
+        if self.path is None:
+            return
+        with self._lock:
+            append_trajectories(self.path, [traj])

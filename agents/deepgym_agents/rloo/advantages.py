@@ -19,8 +19,9 @@ For the K rollouts of one task (one ``group_id``), rollout i's reward at turn t 
 
 Which rewards (``reward``): ``env`` uses each turn's reward as the environment paid it; ``outcome``
 keeps only the final verdict (1 resolved, 0 not) on the last turn; ``gated`` keeps the process
-components only in episodes whose outcome reaches ``gate_threshold`` (Gated Reward Accumulation)
-and the outcome alone otherwise.
+components only in episodes whose outcome reaches the run's gate (``RewardConfig.gate_threshold``,
+the one the environment's ``gated`` mode uses; Gated Reward Accumulation) and the outcome alone
+otherwise.
 
 Episodes flagged ``masked`` (``no_verdict``: the harness failed) are dropped before grouping;
 groups left with fewer than two rollouts, and groups whose advantages are all zero (every rollout
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from deepgym_agents.trajectory import Trajectory
-from deepgym_envs.rewards import OUTCOME, passes_gate, process_reward
+from deepgym_envs.rewards import OUTCOME, RewardConfig, passes_gate, process_reward
 
 EPS = 1e-9
 
@@ -51,9 +52,8 @@ class AdvantageConfig:
     gamma: float = 1.0
     """Discount of later turns' rewards in the return-to-go (and in the episode return)."""
     reward: Literal["env", "outcome", "gated"] = "env"
-    """Which rewards count: as paid by the env, the final outcome only, or gated process rewards."""
-    gate_threshold: float = 1.0
-    """``gated``: process rewards count only when the episode's outcome reaches this."""
+    """Which rewards count: as paid by the env, the final outcome only, or gated process rewards
+    (gated by the run's :class:`~deepgym_envs.rewards.RewardConfig`)."""
     absent: Literal["exclude", "zero"] = "exclude"
     """How rollouts that already ended count in the baseline at a later turn (module docstring)."""
     filter_zero_variance: bool = True
@@ -106,8 +106,8 @@ def outcome_of(traj: Trajectory) -> float:
     return 1.0 if traj.resolved else 0.0
 
 
-def turn_rewards(traj: Trajectory, config: AdvantageConfig) -> list[float]:
-    """The rewards this configuration counts, one per turn."""
+def turn_rewards(traj: Trajectory, config: AdvantageConfig, rewards: RewardConfig = RewardConfig()) -> list[float]:
+    """The rewards this configuration counts, one per turn; ``rewards.gate_threshold`` is the gate."""
     n = len(traj.turns)
     if n == 0:
         return []
@@ -115,7 +115,7 @@ def turn_rewards(traj: Trajectory, config: AdvantageConfig) -> list[float]:
         return [float(t.reward) for t in traj.turns]
     outcome = outcome_of(traj)
     only_outcome = [0.0] * (n - 1) + [outcome]
-    if config.reward == "outcome" or not passes_gate(outcome, config.gate_threshold):
+    if config.reward == "outcome" or not passes_gate(outcome, rewards.gate_threshold):
         return only_outcome
     # gated and passed: the process components of every turn, plus the outcome once at the end
     # (an env that does not itemise its rewards: everything but the end is process)
@@ -173,9 +173,10 @@ def group_advantages(rewards: Sequence[Sequence[float]], config: AdvantageConfig
     return advantages, unbaselined
 
 
-def compute_advantages(trajectories: Sequence[Trajectory],
-                       config: AdvantageConfig = AdvantageConfig()) -> tuple[dict[str, list[float]], GroupStats]:
+def compute_advantages(trajectories: Sequence[Trajectory], config: AdvantageConfig = AdvantageConfig(),
+                       rewards: RewardConfig = RewardConfig()) -> tuple[dict[str, list[float]], GroupStats]:
     """Per-turn advantages for every usable episode, keyed by ``episode_id``, and the group stats.
+    ``rewards``: the run's reward config (its gate decides ``reward="gated"``).
 
     Episodes missing from the result (masked, or in a filtered group) must not be trained on.
     """
@@ -196,7 +197,7 @@ def compute_advantages(trajectories: Sequence[Trajectory],
             stats.too_small_groups += 1
             stats.per_group[gid] = "too_small"
             continue
-        advantages, unbaselined = group_advantages([turn_rewards(t, config) for t in members], config)
+        advantages, unbaselined = group_advantages([turn_rewards(t, config, rewards) for t in members], config)
         if all(abs(a) <= EPS for row in advantages for a in row):
             stats.zero_variance_groups += 1
             stats.per_group[gid] = "zero_variance"

@@ -6,7 +6,8 @@
     deepgym plot-run runs/grid          # → runs/grid/curves.png
 
 Every :class:`~deepgym_agents.rloo.config.TrainConfig` field is a flag (``lr`` → ``--lr``), with the field's
-docstring as its help, so the dataclass stays the one place the options are documented.
+docstring as its help, so the dataclasses stay the one place the options are documented; the fields of
+the reward and advantage configs it holds go by their flat names (``--gamma``, ``--reward-mode``).
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import textwrap
 import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from deepgym_agents.rloo.config import TrainConfig
+from deepgym_agents.rloo.config import FLAT_NAMES, TrainConfig
 
 
-def _field_docs() -> dict[str, str]:
-    """The docstring under each field of TrainConfig (Python keeps none at run time)."""
-    tree = ast.parse(inspect.getsource(TrainConfig))
+def _field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of a dataclass (Python keeps none at run time)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}
     for node, nxt in zip(body, body[1:]):
@@ -34,6 +36,21 @@ def _field_docs() -> dict[str, str]:
     return docs
 
 
+def _options() -> Iterator[tuple[str, Any, Any, str]]:
+    """(flag name, type, default, help) of every option: TrainConfig's own fields, with the configs
+    it holds replaced by their fields under :data:`FLAT_NAMES`."""
+    held = {part for part, _ in FLAT_NAMES.values()}
+    docs, hints = _field_docs(TrainConfig), typing.get_type_hints(TrainConfig)
+    for f in fields(TrainConfig):
+        if f.name in held:
+            continue
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        yield f.name, hints[f.name], default, docs.get(f.name, "")
+    for name, (part, sub) in FLAT_NAMES.items():
+        kind = hints[part]
+        yield name, typing.get_type_hints(kind)[sub], getattr(kind(), sub), _field_docs(kind).get(sub, "")
+
+
 def add_train_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``train`` and ``plot-run`` on the ``deepgym`` command's subparsers."""
     p = subparsers.add_parser("train", help="turn-level RLOO: train a policy online or from trajectory files")
@@ -41,14 +58,9 @@ def add_train_parser(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--online", action="store_true", help="roll out with the current policy, train, repeat")
     source.add_argument("--from", dest="from_path", metavar="TRAJECTORIES.jsonl", help="train on recorded trajectories")
     p.add_argument("--config", metavar="JSON", help="a TrainConfig as JSON (flags given here override it)")
-    docs = _field_docs()
-    hints = typing.get_type_hints(TrainConfig)
-    for f in fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
-        kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS,
-                                  "help": f"{docs.get(f.name, '')} (default: {default})"}
-        hint = hints[f.name]
+    for name, hint, default, doc in _options():
+        flag = "--" + name.replace("_", "-")
+        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": f"{doc} (default: {default})"}
         if hint is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(hint) is list:
@@ -70,7 +82,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     import json
 
     row: dict[str, Any] = json.loads(Path(args.config).read_text()) if args.config else {}
-    row.update({f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)})
+    row.update({name: getattr(args, name) for name, *_ in _options() if hasattr(args, name)})
     return TrainConfig.from_dict(row)
 
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Sequence
 
 import gymnasium as gym
 
+from deepgym_agents.config import CollectConfig
 from deepgym_agents.trajectory import Trajectory, Turn
 
 
@@ -166,24 +167,13 @@ class LoopCollector:
     """Rollouts through the reference agent loop (``deepgym_agents.loop.collect``) and an LLM backend."""
 
     llm: Any
-    env_id: str = "deepgym/SWE-v0"
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    params: Any = None
-    """``deepgym_agents.llm.SamplingParams``; the backend's defaults when None."""
-    max_steps: int = 10
-    max_context_tokens: int = 32768
-    concurrency: int = 1
-    out: str | None = None
-    """Append every trajectory to this JSONL file as well."""
+    config: CollectConfig = field(default_factory=lambda: CollectConfig(show_progress=False))
+    """Everything the loop runs with; ``k`` comes from each :meth:`collect` call."""
 
     def collect(self, task_ids: Sequence[str], k: int, *, policy_version: int = 0) -> list[Trajectory]:
-        from deepgym_agents.loop import collect  # the agent loop is optional until it is installed
+        from deepgym_agents.loop import collect
 
-        tasks = list(task_ids)
-        return collect(self.llm, tasks, env_id=self.env_id, env_kwargs=self.env_kwargs, k=k,
-                       concurrency=self.concurrency, max_steps=self.max_steps,
-                       max_context_tokens=self.max_context_tokens, params=self.params, out=self.out,
-                       policy_version=policy_version, show_progress=False)
+        return collect(self.llm, list(task_ids), replace(self.config, k=k), policy_version=policy_version)
 
     def sync(self, model: Any) -> float:
         from deepgym_agents.rloo.weights import policy_state_dict

@@ -1,4 +1,11 @@
-"""``TrainConfig``: every knob of the RLOO trainer, documented once."""
+"""``TrainConfig``: every knob of the RLOO trainer, documented once.
+
+The reward options are the environment's :class:`~deepgym_envs.rewards.RewardConfig` and the
+advantage options :class:`~deepgym_agents.rloo.advantages.AdvantageConfig`, held whole
+(``TrainConfig(advantages=AdvantageConfig(gamma=0.9))``), not copied field by field. On the command
+line and in ``--config`` files their fields also go by the flat names in :data:`FLAT_NAMES`
+(``--gamma 0.9``, ``{"gamma": 0.9}``).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +14,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from deepgym_agents.config import CollectConfig
 from deepgym_agents.rloo.advantages import AdvantageConfig
 from deepgym_envs.errors import DeepgymError
+from deepgym_envs.rewards import RewardConfig
 
 
 class TrainConfigError(DeepgymError):
@@ -40,25 +49,26 @@ class TrainConfig:
     sandbox: str = ""
     """SWE-v0's sandbox backend (empty = the env's default, ``namespace``)."""
     max_steps: int = 10
-    """Turn budget per episode for envs that take one (SWE-v0)."""
+    """Turn budget per episode for envs that take one (SWE-v0). Shorter than an evaluation's
+    (``deepgym_envs.defaults.MAX_STEPS``) on purpose: a short episode is a cheap rollout, and a small
+    policy learns from short episodes first."""
     max_new_tokens: int = 256
     """Tokens per model turn (GridNav always takes 1: a move is one word, one token)."""
     temperature: float = 1.0
     """Sampling temperature. Behaviour log-probs are those of the raw (T = 1) distribution, as the agent
     loop records them, so only T = 1 is exactly on-policy; other values bias the batch slightly."""
     max_context_tokens: int = 8192
-    """Agent loop: prompt plus completions of an episode never exceed this."""
-    concurrency: int = 8
+    """Agent loop: prompt plus completions of an episode never exceed this. Smaller than the loop's
+    default (``deepgym_agents.config.DEFAULT_CONTEXT_TOKENS``): the trainer back-propagates through
+    whole episodes, and its memory grows with their length."""
+    concurrency: int = CollectConfig.concurrency
     """Agent loop: episodes in flight at once (the engine batches their turns)."""
-    # -- advantages ------------------------------------------------------------------------------
-    advantage: Literal["turn", "trajectory"] = "turn"
-    gamma: float = 1.0
-    reward: Literal["env", "outcome", "gated"] = "env"
-    gate_threshold: float = 1.0
-    absent: Literal["exclude", "zero"] = "exclude"
-    filter_zero_variance: bool = True
-    """Drop groups in which every rollout scored alike (no policy-gradient signal). Off: keep them for
-    the KL / entropy terms."""
+    # -- rewards and advantages ------------------------------------------------------------------
+    rewards: RewardConfig = field(default_factory=RewardConfig)
+    """How the environment scores the rollouts (its mode, penalty, λ, localisation bonus, gate);
+    the gate also decides ``advantages.reward="gated"``."""
+    advantages: AdvantageConfig = field(default_factory=AdvantageConfig)
+    """How per-turn advantages are computed (``deepgym_agents.rloo.advantages``)."""
     # -- loss ------------------------------------------------------------------------------------
     clip_low: float = 0.2
     """Ratios below 1 − clip_low stop pushing a negative-advantage token further down."""
@@ -108,26 +118,45 @@ class TrainConfig:
                 raise TrainConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.temperature <= 0:
             raise TrainConfigError("temperature must be > 0 (greedy decoding has no behaviour log-probabilities)")
-        self.advantage_config()  # validates mode / reward / absent / gamma
-
-    def advantage_config(self) -> AdvantageConfig:
-        try:
-            return AdvantageConfig(mode=self.advantage, gamma=self.gamma, reward=self.reward,
-                                   gate_threshold=self.gate_threshold, absent=self.absent,
-                                   filter_zero_variance=self.filter_zero_variance)
-        except ValueError as exc:
-            raise TrainConfigError(str(exc)) from None
+        for name, kind in _HELD:
+            if not isinstance(getattr(self, name), kind):
+                raise TrainConfigError(f"{name} must be a {kind.__name__}, not {type(getattr(self, name)).__name__}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "TrainConfig":
+        """From :meth:`to_dict`'s nested form, or with the reward and advantage options by their
+        flat names (:data:`FLAT_NAMES`), as the command line and older ``config.json`` files give them."""
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(row) - known)
+        unknown = sorted(set(row) - known - set(FLAT_NAMES))
         if unknown:
             raise TrainConfigError(f"unknown TrainConfig field(s): {', '.join(unknown)}")
-        return cls(**row)
+        top = {k: v for k, v in row.items() if k in known}
+        flat = {k: v for k, v in row.items() if k in FLAT_NAMES}
+        try:
+            for part, kind in _HELD:
+                given = top.get(part) or {}
+                nested = asdict(given) if isinstance(given, kind) else dict(given)
+                nested.update({FLAT_NAMES[k][1]: v for k, v in flat.items() if FLAT_NAMES[k][0] == part})
+                top[part] = kind(**nested)
+        except (TypeError, ValueError, DeepgymError) as exc:
+            raise TrainConfigError(str(exc)) from None
+        return cls(**top)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+_HELD = (("rewards", RewardConfig), ("advantages", AdvantageConfig))
+"""The configs a TrainConfig holds whole: (field, type)."""
+
+#: Flat name (command-line flag, ``--config`` key) -> (TrainConfig field, field of the config it holds).
+FLAT_NAMES: dict[str, tuple[str, str]] = {
+    "advantage": ("advantages", "mode"), "gamma": ("advantages", "gamma"), "reward": ("advantages", "reward"),
+    "absent": ("advantages", "absent"), "filter_zero_variance": ("advantages", "filter_zero_variance"),
+    "reward_mode": ("rewards", "mode"), "invalid_action_penalty": ("rewards", "invalid_action_penalty"),
+    "p2p_weight": ("rewards", "p2p_weight"), "localisation_bonus": ("rewards", "localisation_bonus"),
+    "gate_threshold": ("rewards", "gate_threshold"),
+}

@@ -85,21 +85,25 @@ def task_ids_for(config: TrainConfig) -> list[str]:
 
 
 def make_collector(config: TrainConfig, model: Any, tokenizer: Any) -> Collector:
+    env_kwargs: dict[str, Any] = {"reward": config.rewards}
     if config.env_id == GRIDNAV:
         # a GridNav move is one word, and the word-level tokenizer makes it one token
-        return DirectCollector(model, tokenizer, env_id=config.env_id, max_new_tokens=1,
+        return DirectCollector(model, tokenizer, env_id=config.env_id, env_kwargs=env_kwargs, max_new_tokens=1,
                                temperature=config.temperature, seed=config.seed)
+    from deepgym_agents.config import CollectConfig
     from deepgym_agents.llm import SamplingParams  # the agent loop's backends
     from deepgym_agents.llm.hf import HFBackend
 
-    env_kwargs: dict[str, Any] = {"tasks": config.tasks} if config.tasks else {}
+    if config.tasks:
+        env_kwargs["tasks"] = config.tasks
     if config.sandbox:
         env_kwargs["sandbox"] = config.sandbox
     llm = HFBackend(model=model, tokenizer=tokenizer)
     params = SamplingParams(max_tokens=config.max_new_tokens, temperature=config.temperature, seed=config.seed)
-    return LoopCollector(llm, env_id=config.env_id, env_kwargs=env_kwargs, params=params, max_steps=config.max_steps,
-                         max_context_tokens=config.max_context_tokens, concurrency=config.concurrency,
-                         out=str(Path(config.out) / "trajectories.jsonl"))
+    return LoopCollector(llm, CollectConfig(
+        env_id=config.env_id, env_kwargs=env_kwargs, params=params, max_steps=config.max_steps,
+        max_context_tokens=config.max_context_tokens, concurrency=config.concurrency,
+        out=str(Path(config.out) / "trajectories.jsonl"), show_progress=False))
 
 
 def train_online(config: TrainConfig, *, collector: Collector | None = None,
@@ -129,7 +133,7 @@ def train_online(config: TrainConfig, *, collector: Collector | None = None,
 def train_offline(config: TrainConfig, path: str | Path) -> RLOOTrainer:
     """Train on a trajectory file: ``config.tasks_per_step`` groups per step, cycling for ``config.steps``."""
     if not Path(path).is_file():
-        raise TrainConfigError(f"no trajectory file at {path} (write one with deepgym_agents.loop.collect(..., out=PATH))")
+        raise TrainConfigError(f"no trajectory file at {path} (write one with deepgym_agents.loop.collect(..., CollectConfig(out=PATH)))")
     batches = group_batches(list(read_trajectories(path)), config.tasks_per_step)
     if not batches:
         raise TrainConfigError(f"{path} holds no trajectories")

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from deepgym_agents.rloo.advantages import AdvantageConfig
 from deepgym_agents.rloo.config import TrainConfig
 
 GRIDNAV = "deepgym/GridNav-v0"
 
 
 def gridnav_config(**overrides: Any) -> TrainConfig:
-    """The GridNav learning recipe; ``overrides`` replace any field (``seed``, ``out``, ``steps``, ...)."""
+    """The GridNav learning recipe; ``overrides`` replace any field (``seed``, ``out``, ``steps``, ...),
+    and the reward and advantage options by their flat names (``advantage="trajectory"``, ``gamma=1.0``)."""
     settings: dict[str, Any] = dict(env_id=GRIDNAV, model="tiny", steps=150, tasks_per_step=8, k=8, lr=1e-3,
-                                    lr_decay="linear", gamma=0.9, entropy_coef=0.01, minibatches=2, micro_batch=64,
-                                    max_new_tokens=1, checkpoint_every=0, device="cpu")
+                                    lr_decay="linear", advantages=AdvantageConfig(gamma=0.9), entropy_coef=0.01,
+                                    minibatches=2, micro_batch=64, max_new_tokens=1, checkpoint_every=0, device="cpu")
     settings.update(overrides)
-    return TrainConfig(**settings)
+    return TrainConfig.from_dict(settings)
 
 
 def success_rate(model: Any, tokenizer: Any, *, episodes_per_task: int = 16, seed: int = 12345) -> float:

@@ -64,7 +64,7 @@ class RLOOTrainer:
         started = time.perf_counter()
         lr = self._set_lr()
         self.steps_done += 1
-        advantages, stats = compute_advantages(trajectories, self.config.advantage_config())
+        advantages, stats = compute_advantages(trajectories, self.config.advantages, self.config.rewards)
         items = []
         for traj in trajectories:
             if traj.episode_id in advantages and any(t.completion_ids for t in traj.turns):
