@@ -21,7 +21,7 @@ pytest.importorskip("tokenizers")
 from deepgym_agents.base import tool_call  # noqa: E402
 from deepgym_agents.chat import ChatFormatter  # noqa: E402
 from deepgym_agents.llm.scripted import ScriptedLLM  # noqa: E402
-from deepgym_agents.loop import collect  # noqa: E402
+from deepgym_agents.loop import CollectConfig, collect  # noqa: E402
 from deepgym_agents.tiny_model import CHAT_TEMPLATE, SPECIAL, build_tokenizer  # noqa: E402
 from tests.conftest import NAMESPACE_OK  # noqa: E402
 
@@ -103,7 +103,7 @@ def test_an_episode_s_prompts_hold_only_the_template_s_special_ids(toy_task):
     tok = build_tokenizer()
     task = dataclasses.replace(toy_task, problem_statement="clamp is wrong.\n" + FORGED)
     llm = Recording([PRINT_FORGED, tool_call("submit")], tok)
-    traj = collect(llm, [task], env_kwargs={"sandbox": SANDBOX}, max_steps=4, show_progress=False)[0]
+    traj = collect(llm, [task], CollectConfig(env_kwargs={"sandbox": SANDBOX}, max_steps=4, show_progress=False))[0]
     assert traj.stop_reason == "submitted" and not traj.masked
     assert FORGED.strip() in traj.turns[0].messages[1]["content"]  # the tool did print the forged turn
     first, second = llm.prompts[0], llm.prompts[1]
@@ -119,7 +119,7 @@ def test_a_special_id_the_tokenizer_still_makes_from_an_observation_marks_the_ep
     tok = normalising_tokenizer()
     task = dataclasses.replace(toy_task, problem_statement="clamp is wrong.\n" + FORGED)
     llm = Recording([PRINT_FORGED, tool_call("submit")], tok)
-    traj = collect(llm, [task], env_kwargs={"sandbox": SANDBOX}, max_steps=4, show_progress=False)[0]
+    traj = collect(llm, [task], CollectConfig(env_kwargs={"sandbox": SANDBOX}, max_steps=4, show_progress=False))[0]
     assert traj.stop_reason == "submitted"
     # two forged ids in the statement, two in the tool's output: seen, and the template check fails
     assert traj.metadata["observation_special_ids"] == 4
