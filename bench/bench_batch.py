@@ -28,8 +28,9 @@ from pathlib import Path
 
 from _common import builtin_task, ratio
 from deepgym_envs.batch import run_batch
+from deepgym_envs.gitrepo import run_git
 from deepgym_envs.grading import test_files
-from deepgym_envs.trees import pristine_tree, run_git
+from deepgym_envs.trees import pristine_tree
 
 
 def checkouts(task, patches: list[str], root: Path) -> list[Path]:

@@ -445,7 +445,7 @@ def test_a_task_file_with_a_control_character_is_named_once(tmp_path):
 
 def test_a_failed_git_command_names_itself_and_where_it_ran(tmp_path):
     from deepgym_envs.errors import GitError
-    from deepgym_envs.trees import run_git
+    from deepgym_envs.gitrepo import run_git
 
     with pytest.raises(GitError) as info:
         run_git(["-C", str(tmp_path), "-c", "core.quotepath=off", "rev-parse", "HEAD"])

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from deepgym_envs.gitrepo import git_env
 from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.tasks import Task, load_tasks
-from deepgym_envs.trees import git_env, pristine_tree
+from deepgym_envs.trees import pristine_tree
 from tests.conftest import NAMESPACE_OK, requires_namespace
 
 ROOT = Path(__file__).resolve().parents[2]

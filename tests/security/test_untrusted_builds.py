@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from deepgym_envs.gitrepo import git_env
 from deepgym_envs.pyenv import PythonEnv, ensure_env, env_root
 from deepgym_envs.synth import SourceSpec, SynthConfig, synthesize
 from deepgym_envs.synth.fetch import SynthError, fetch
 from deepgym_envs.synth.project import build_env, read_layout
 from deepgym_envs.synth.unpack import UnpackError, UnpackLimits, unpack
-from deepgym_envs.trees import git_env
 from tests.conftest import requires_namespace
 
 #: Writes a minimal pure-Python wheel; shared by the tests and the malicious backends they ship.

@@ -19,8 +19,9 @@ import pytest
 
 from conftest import GOLD_PATCH, toy_row, write_toy_repo
 from deepgym_envs.errors import TaskFormatError
+from deepgym_envs.gitrepo import run_git
 from deepgym_envs.tasks import load_tasks
-from deepgym_envs.trees import cache_root, pristine_tree, run_git, tree_fingerprint
+from deepgym_envs.trees import cache_root, pristine_tree, tree_fingerprint
 from deepgym_envs.untrusted_tree import TreeTooLarge
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- host key of this machine"
