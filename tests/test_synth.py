@@ -10,10 +10,11 @@ import pytest
 
 from _chat_server import chat_server
 
+from deepgym_envs.gitrepo import git_env
 from deepgym_envs.grading import grade
 from deepgym_envs.synth import SourceSpec, SynthConfig, synthesize, synthesize_all
 from deepgym_envs.tasks import load_tasks
-from deepgym_envs.trees import git_env, pristine_tree
+from deepgym_envs.trees import pristine_tree
 from tests.conftest import requires_namespace
 
 LIB = {
