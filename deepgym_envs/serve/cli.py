@@ -1,0 +1,68 @@
+"""``deepgym serve``: the command's options and its start-up checks (FastAPI is imported only when
+the command runs, so the rest of the CLI works without the ``serve`` extra)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+
+from deepgym_envs.errors import DeepgymError
+
+TOKEN_ENV = "DEEPGYM_SERVE_TOKEN"
+LOOPBACK_NAMES = ("localhost",)
+
+
+def add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve environments over HTTP (one session per client; OpenEnv-style)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--token", default=None,
+                   help=f"bearer token clients must send (default: ${TOKEN_ENV}; prefer it: arguments show in ps)")
+    p.add_argument("--no-auth", action="store_true", help="accept requests without a token (loopback addresses only)")
+    p.add_argument("--max-sessions", type=int, default=32, help="sessions open at once; one more gets 503")
+    p.add_argument("--idle-timeout", type=float, default=600.0,
+                   help="close a session (and its sandbox) unused for this many seconds (0 = never)")
+    p.add_argument("--tasks", default="builtin", help="'builtin', a .jsonl file or a directory")
+    p.add_argument("--sandbox", default=None, help="sandbox backend of every session (default: namespace)")
+    p.set_defaults(func=run_serve)
+
+
+def serve_token(token: str | None, no_auth: bool, host: str) -> str | None:
+    """The token the server requires, or None when ``--no-auth`` is allowed (a loopback host)."""
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if no_auth:
+        if not is_loopback(host):
+            raise DeepgymError(f"--no-auth only on a loopback address (127.0.0.1, ::1, localhost), not {host!r}: "
+                               f"anyone who reaches {host} could run code in your sandboxes")
+        return None
+    if not token:
+        raise DeepgymError(f"give a token: set {TOKEN_ENV} (or --token), or --no-auth on 127.0.0.1")
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    token = serve_token(args.token, args.no_auth, args.host)
+    if args.max_sessions < 1:
+        raise DeepgymError(f"--max-sessions={args.max_sessions}: at least 1")
+    if args.idle_timeout < 0:
+        raise DeepgymError(f"--idle-timeout={args.idle_timeout}: seconds, 0 for never")
+    try:
+        import uvicorn
+
+        from deepgym_envs.serve.app import ServeConfig, create_app
+    except ImportError as exc:
+        raise DeepgymError(f"deepgym serve needs the serve extra: pip install 'deepgym-envs[serve]' ({exc})") from None
+    app = create_app(ServeConfig(token=token, tasks=args.tasks, sandbox=args.sandbox,
+                                 max_sessions=args.max_sessions, idle_timeout=args.idle_timeout))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0

@@ -1,0 +1,157 @@
+"""The server's sessions: one environment each, a bounded number at once, closed when their client
+leaves (WebSocket), asks (DELETE), or goes quiet for longer than the idle timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import anyio
+import gymnasium as gym
+
+log = logging.getLogger("deepgym_envs.serve")
+
+
+class AtCapacity(Exception):
+    """Every session slot is taken."""
+
+
+class UnknownSession(Exception):
+    """No such session (never made, closed, or reaped for idleness)."""
+
+
+@dataclass
+class Session:
+    id: str
+    env_id: str
+    env: gym.Env
+    created: float = field(default_factory=time.monotonic)
+    last_active: float = field(default_factory=time.monotonic)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """One call at a time per session: an env is not thread-safe."""
+    busy: bool = False
+    step_count: int = 0
+    episode_id: str | None = None
+    task_id: str | None = None
+    done: bool = True
+    on_reap: Callable[[], Awaitable[None]] | None = None
+    """A WebSocket session's way to hang up when the reaper closes it."""
+
+
+class SessionTable:
+    """Sessions by id. Environments are made, stepped and closed in worker threads (their calls
+    block on sandboxes), with one thread slot per session so a slow episode never starves the rest."""
+
+    def __init__(self, make_env: Callable[[str, dict[str, Any]], gym.Env], *, max_sessions: int,
+                 idle_timeout: float) -> None:
+        self._make_env = make_env
+        self.max_sessions = max_sessions
+        self.idle_timeout = idle_timeout
+        self._sessions: dict[str, Session | None] = {}  # None: a reserved slot whose env is being made
+        self._lock = asyncio.Lock()
+        self._threads = anyio.CapacityLimiter(max_sessions)
+        self._reaper: asyncio.Task[None] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def create(self, env_id: str, kwargs: dict[str, Any]) -> Session:
+        async with self._lock:
+            if len(self._sessions) >= self.max_sessions:
+                raise AtCapacity(f"all {self.max_sessions} sessions are in use; close one or retry later")
+            sid = uuid.UUID(bytes=secrets.token_bytes(16), version=4).hex  # unguessable: ids are capabilities
+            self._sessions[sid] = None
+        try:
+            env = await self.run(self._make_env, env_id, kwargs)
+        except BaseException:
+            async with self._lock:
+                self._sessions.pop(sid, None)
+            raise
+        session = Session(sid, env_id, env)
+        async with self._lock:
+            self._sessions[sid] = session
+        return session
+
+    async def get(self, sid: str) -> Session:
+        session = self._sessions.get(sid)
+        if session is None:
+            raise UnknownSession(f"no session {sid!r}: it was closed, reaped after {self.idle_timeout:g} s idle, "
+                                 "or never made; open a new one")
+        return session
+
+    async def call(self, session: Session, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on the session's env in a worker thread, one call at a time."""
+        async with session.lock:
+            if self._sessions.get(session.id) is not session:
+                raise UnknownSession(f"session {session.id!r} was closed")
+            session.busy = True
+            try:
+                return await self.run(fn, *args)
+            finally:
+                session.busy = False
+                session.last_active = time.monotonic()
+
+    async def close(self, sid: str) -> bool:
+        async with self._lock:
+            session = self._sessions.pop(sid, None)
+        if session is None:
+            return False
+        async with session.lock:  # let an in-flight step finish before its sandbox goes
+            await self._close_env(session)
+        return True
+
+    async def close_all(self) -> None:
+        for sid in list(self._sessions):
+            await self.close(sid)
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self._threads)
+
+    async def _close_env(self, session: Session) -> None:
+        try:
+            await anyio.to_thread.run_sync(session.env.close)
+        except Exception:  # a failed close must not keep the slot or stop the reaper
+            log.exception("closing session %s failed", session.id)
+
+    # -- idle reaping --------------------------------------------------------------------------
+    def start_reaper(self) -> None:
+        if self.idle_timeout > 0 and self._reaper is None:
+            self._reaper = asyncio.create_task(self._reap_forever())
+
+    async def stop_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            try:
+                await self._reaper
+            except asyncio.CancelledError:
+                pass
+            self._reaper = None
+
+    async def reap_idle(self) -> list[str]:
+        """Close every session idle for longer than the timeout (never one in the middle of a call)."""
+        now = time.monotonic()
+        idle = [s for s in list(self._sessions.values())
+                if s is not None and not s.busy and not s.lock.locked() and now - s.last_active > self.idle_timeout]
+        for session in idle:
+            log.info("reaping session %s after %.0f s idle", session.id, now - session.last_active)
+            if await self.close(session.id) and session.on_reap is not None:
+                try:
+                    await session.on_reap()
+                except Exception:
+                    log.debug("hanging up reaped session %s failed", session.id, exc_info=True)
+        return [s.id for s in idle]
+
+    async def _reap_forever(self) -> None:
+        period = min(max(self.idle_timeout / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.reap_idle()
+            except Exception:
+                log.exception("the idle reaper failed; it goes on")
+
+    def __len__(self) -> int:
+        return len(self._sessions)

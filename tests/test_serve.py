@@ -1,0 +1,246 @@
+"""``deepgym serve``: a real uvicorn server on 127.0.0.1, driven by httpx, a WebSocket client and
+:class:`RemoteEnv`, with real sandboxes behind it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Iterator
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra is not installed")
+httpx = pytest.importorskip("httpx")
+uvicorn = pytest.importorskip("uvicorn")
+websockets_sync = pytest.importorskip("websockets.sync.client")
+
+import gymnasium as gym  # noqa: E402
+from conftest import leftovers, requires_namespace  # noqa: E402
+
+import deepgym_envs  # noqa: E402
+from deepgym_envs.errors import DeepgymError  # noqa: E402
+from deepgym_envs.serve.app import ServeConfig, create_app  # noqa: E402
+from deepgym_envs.serve.cli import serve_token  # noqa: E402
+from deepgym_envs.serve.client import RemoteEnv, RemoteError  # noqa: E402
+
+TOKEN = "test-token-" + "x" * 20
+TASK_ID = "deepgym__tmplite-002"  # the smallest gold patch of the built-in set
+TASKS = [t for t in deepgym_envs.load_tasks("builtin") if t.instance_id == TASK_ID]
+
+
+@contextmanager
+def serving(**options) -> Iterator[str]:
+    """A uvicorn server in a thread on a free loopback port; yields its URL, stops it after."""
+    config = ServeConfig(**{"token": TOKEN, **options})
+    server = uvicorn.Server(uvicorn.Config(create_app(config, tasks=TASKS), log_level="warning", ws="websockets-sansio",
+                                           lifespan="on"))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))  # bound before uvicorn starts: no race for the port
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if server.started:
+            break
+        time.sleep(0.01)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+        sock.close()
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def gold_patch_call(task) -> dict:
+    return {"name": "bash", "arguments": {"command": f"git apply <<'DEEPGYM_EOF'\n{task.patch}\nDEEPGYM_EOF"}}
+
+
+def wait_for_sessions(url: str, n: int, polls: int = 400) -> int:
+    """The server's open-session count once it equals ``n`` (or after ``polls`` tries)."""
+    count = -1
+    for _ in range(polls):
+        count = httpx.get(f"{url}/health").json()["sessions"]
+        if count == n:
+            break
+        time.sleep(0.02)
+    return count
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with serving() as u:
+        yield u
+
+
+@requires_namespace
+def test_an_oracle_episode_over_http_is_resolved_and_hides_the_hidden_test_log(url):
+    before = leftovers()
+    env = gym.make("deepgym/Remote-v0", url=url, token=TOKEN, task_id=TASK_ID, reward_mode="outcome")
+    try:
+        obs, info = env.reset(seed=0)
+        assert "Resolve the issue" in obs and info["task_id"] == TASK_ID
+        assert {t["function"]["name"] for t in info["tools"]} >= {"bash", "submit"}
+        assert env.action_space.contains(gold_patch_call(TASKS[0]))
+        obs, reward, terminated, truncated, info = env.step(gold_patch_call(TASKS[0]))
+        assert not terminated and not truncated and info["invalid_action"] is False
+        obs, reward, terminated, truncated, info = env.step('<tool_call>{"name": "submit", "arguments": {}}</tool_call>')
+        assert terminated and not truncated
+        assert info["verdict"]["status"] == "resolved" and reward == 1.0
+        assert info["reward_components"]["outcome"] == 1.0
+        assert "log" not in info["verdict"]  # the hidden tests' own output stays on the server
+        assert env.unwrapped.state()["done"] is True
+        json.dumps(info, allow_nan=False)  # strict JSON all the way through
+    finally:
+        env.close()
+    assert wait_for_sessions(url, 0) == 0
+    assert leftovers() == before  # closing the remote env closed its sandbox
+
+
+def test_requests_without_or_with_a_wrong_token_are_refused(url):
+    assert httpx.get(f"{url}/health").status_code == 200  # says nothing about sessions' contents
+    for headers in ({}, auth("wrong"), {"Authorization": TOKEN}, auth(TOKEN + "x")):
+        response = httpx.post(f"{url}/sessions", headers=headers, json={})
+        assert response.status_code == 401, headers
+        assert response.json()["detail"] == "missing or wrong bearer token"
+        assert response.headers["www-authenticate"] == "Bearer"
+    with pytest.raises(RemoteError, match="401"):
+        RemoteEnv(url, "wrong")
+    with pytest.raises(Exception, match="1008|403|rejected"):
+        with websockets_sync.connect(url.replace("http", "ws") + "/ws", additional_headers=auth("wrong")) as ws:
+            ws.recv(timeout=10)
+
+
+@requires_namespace
+def test_bad_requests_get_4xx_with_a_reason_and_env_errors_a_500(url):
+    with httpx.Client(base_url=url, headers=auth(), timeout=120) as http:
+        assert http.post("/sessions", json={"sandbox": "local"}).status_code == 422  # not the client's choice
+        refused = http.post("/sessions", json={"max_steps": "many"})
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "max_steps"]
+        sid = http.post("/sessions", json={"task_id": TASK_ID, "reward_mode": "outcome"}).json()["session_id"]
+        try:
+            conflict = http.post(f"/sessions/{sid}/step", json={"action": "hello"})
+            assert conflict.status_code == 409 and "reset" in conflict.json()["detail"]
+            assert http.post(f"/sessions/{sid}/reset", json={"options": {"task_id": "nope"}}).status_code == 404
+            assert http.post(f"/sessions/{sid}/reset", json={"seed": -1}).status_code == 422
+            assert http.post(f"/sessions/{sid}/reset", json={}).status_code == 200
+            for body in ({"action": 5}, {"action": ["view"]}, {}, {"action": "x", "extra": 1}):
+                response = http.post(f"/sessions/{sid}/step", json=body)
+                assert response.status_code == 422 and response.json()["detail"], body
+            broken = http.post(f"/sessions/{sid}/step", content=b"{not json", headers={"content-type": "application/json"})
+            assert broken.status_code == 422 and "JSON" in json.dumps(broken.json())
+            # A malformed tool call is the agent's mistake: an error observation and a penalty, as locally.
+            step = http.post(f"/sessions/{sid}/step", json={"action": "<tool_call>{oops</tool_call>"}).json()
+            assert step["observation"]["text"].startswith("Error:") and step["metadata"]["invalid_action"] is True
+            # An exception inside the env (find_task iterating an int) is a 500 with its reason...
+            crash = http.post(f"/sessions/{sid}/reset", json={"options": {"task_id": 5}})
+            assert crash.status_code == 500 and "TypeError" in crash.json()["detail"]
+            # ...and the server and the session go on.
+            assert http.post(f"/sessions/{sid}/reset", json={}).status_code == 200
+            assert http.get(f"/sessions/{sid}/state").json()["step_count"] == 0
+        finally:
+            assert http.delete(f"/sessions/{sid}").status_code == 204
+        assert http.post(f"/sessions/{sid}/step", json={"action": "x"}).status_code == 404
+        assert http.delete(f"/sessions/{sid}").status_code == 404
+
+
+def test_sessions_beyond_the_maximum_get_503_with_a_reason():
+    with serving(max_sessions=2) as url, httpx.Client(base_url=url, headers=auth()) as http:
+        first, second = (http.post("/sessions", json={}).json()["session_id"] for _ in range(2))
+        refused = http.post("/sessions", json={})
+        assert refused.status_code == 503 and "all 2 sessions are in use" in refused.json()["detail"]
+        http.delete(f"/sessions/{first}")
+        assert http.post("/sessions", json={}).status_code == 201  # a freed slot is taken again
+        with pytest.raises(RemoteError, match="503"):
+            RemoteEnv(url, TOKEN)
+
+
+@requires_namespace
+def test_an_idle_session_is_reaped_and_its_sandbox_closed():
+    before = leftovers()
+    with serving(idle_timeout=0.3) as url, httpx.Client(base_url=url, headers=auth(), timeout=120) as http:
+        sid = http.post("/sessions", json={"task_id": TASK_ID, "reward_mode": "outcome"}).json()["session_id"]
+        http.post(f"/sessions/{sid}/reset", json={})
+        assert leftovers()["holders"] == before["holders"] + 1  # the session's sandbox is up
+        assert wait_for_sessions(url, 0) == 0
+        assert leftovers() == before
+        gone = http.post(f"/sessions/{sid}/step", json={"action": "x"})
+        assert gone.status_code == 404 and "reaped" in gone.json()["detail"]
+
+
+@requires_namespace
+def test_websocket_speaks_openenv_and_a_disconnect_closes_the_session(url):
+    before = leftovers()
+    ws_url = url.replace("http", "ws") + f"/ws?task_id={TASK_ID}&reward_mode=outcome"
+    with websockets_sync.connect(ws_url, additional_headers=auth()) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+        reset = json.loads(ws.recv(timeout=120))
+        assert reset["type"] == "observation" and reset["data"]["done"] is False
+        assert "Resolve the issue" in reset["data"]["observation"]["text"]
+        ws.send(json.dumps({"type": "step", "data": {"name": "bash", "arguments": {"command": "echo served"}}}))
+        step = json.loads(ws.recv(timeout=120))
+        assert step["data"]["observation"]["text"].strip() == "served" and step["data"]["reward"] == 0.0
+        ws.send(json.dumps({"type": "state"}))
+        assert json.loads(ws.recv(timeout=10))["data"]["step_count"] == 1
+        ws.send("{not json")
+        assert json.loads(ws.recv(timeout=10))["data"]["code"] == "INVALID_JSON"
+        ws.send(json.dumps({"type": "dance"}))
+        assert json.loads(ws.recv(timeout=10))["data"]["code"] == "UNKNOWN_TYPE"
+        assert wait_for_sessions(url, 1) == 1
+    # The client hung up without a close message: the session and its sandbox go anyway.
+    assert wait_for_sessions(url, 0) == 0
+    assert leftovers() == before
+
+
+def test_serve_needs_a_token_unless_no_auth_on_loopback(monkeypatch):
+    monkeypatch.delenv("DEEPGYM_SERVE_TOKEN", raising=False)
+    with pytest.raises(DeepgymError, match="give a token"):
+        serve_token(None, False, "127.0.0.1")
+    with pytest.raises(DeepgymError, match="loopback"):
+        serve_token(None, True, "0.0.0.0")
+    assert serve_token(None, True, "127.0.0.1") is None and serve_token(None, True, "::1") is None
+    monkeypatch.setenv("DEEPGYM_SERVE_TOKEN", "from-env")
+    assert serve_token(None, False, "0.0.0.0") == "from-env" and serve_token("given", False, "0.0.0.0") == "given"
+
+
+def test_openenv_generic_client_drives_the_server(url):
+    """OpenEnv's own client (not in the dev extra: openenv pulls gradio, fastmcp, huggingface_hub and
+    openai; install openenv to run this)."""
+    generic = pytest.importorskip("openenv.core.generic_client", reason="openenv is not installed")
+    with generic.GenericEnvClient(base_url=url, headers=auth()).sync() as env:
+        result = env.reset(seed=0)
+        assert "Resolve the issue" in result.observation["text"] and result.done is False
+        result = env.step({"name": "bash", "arguments": {"command": "echo openenv"}})
+        assert result.observation["text"].strip() == "openenv" and result.reward == 0.0
+        assert env.state()["step_count"] == 1
+    assert wait_for_sessions(url, 0) == 0  # its close message ended the session
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_32_concurrent_sessions_leave_nothing_behind():
+    before = leftovers()
+    steps = [{"name": "view", "arguments": {"path": "."}}, {"name": "bash", "arguments": {"command": "echo $((6*7))"}},
+             {"name": "search", "arguments": {"pattern": "def "}}]
+
+    def episode(i: int) -> str:
+        env = RemoteEnv(url, TOKEN, task_id=TASK_ID, reward_mode="outcome")
+        try:
+            env.reset(seed=i)
+            outputs = [env.step(action)[0] for action in steps]
+            return outputs[1].strip()
+        finally:
+            env.close()
+
+    with serving(max_sessions=32) as url:
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            assert list(pool.map(episode, range(32))) == ["42"] * 32
+        assert wait_for_sessions(url, 0) == 0
+    assert leftovers() == before
