@@ -10,6 +10,7 @@
     deepgym audit [TASKSET] --out audit.json [--weak-verifier] [--json]
     deepgym leaderboard [--results leaderboard/results] [--out leaderboard/index.html]
     deepgym sandbox check | reap
+    deepgym serve [--host H --port P] [--max-sessions N] [--idle-timeout S] [--tasks T] [--sandbox B]  (token: $DEEPGYM_SERVE_TOKEN)
     deepgym images build [--offline]
     deepgym train --online | --from trajectories.jsonl      (deepgym_agents.rloo)
     deepgym plot-run RUN_DIR
@@ -222,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     from deepgym_envs.images import add_images_parser
 
     add_images_parser(sub)
+    from deepgym_envs.serve.cli import add_serve_parser
+
+    add_serve_parser(sub)
 
     for add_commands in command_adders():  # other packages' subcommands (the reference agents: train, plot-run)
         add_commands(sub)
