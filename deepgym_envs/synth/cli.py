@@ -42,6 +42,7 @@ def _synth(args: argparse.Namespace) -> int:
         reports.append(report)
         state = f"[green]{report.written} tasks[/]" if report.ok else f"[red]failed[/]: {escape(report.reason)}"
         console().print(f"{escape(str(spec))}: {state} ({report.seconds:.0f}s)", soft_wrap=True)
+    seconds = time.monotonic() - start
     table = Table(title=f"synthesis into {out}")
     for col in ("source", "reliable tests", "tried", "kept", "written", "rejected (why)", "s", "result"):
         table.add_column(col, overflow="fold")
@@ -53,12 +54,20 @@ def _synth(args: argparse.Namespace) -> int:
     for r in reports:
         if r.reason:
             console().print(f"{escape(r.source)}: {escape(r.reason)}", soft_wrap=True)
+        elif r.rejects_file:
+            console().print(f"{escape(r.source)}: rejected candidates and why: {escape(str(out / r.rejects_file))}",
+                            soft_wrap=True)
     total = sum(r.written for r in reports)
-    console().print(f"{total} validated tasks from {sum(r.ok for r in reports)}/{len(reports)} sources in "
-                    f"{time.monotonic() - start:.0f}s")
-    summary = {"sources": [r.to_dict() for r in reports], "tasks": total, "seconds": round(time.monotonic() - start, 1)}
+    failed = [r for r in reports if not r.ok]
+    what = "validated tasks" if config.validate else "tasks (not validated: --no-validate)"
+    per_hour = total / seconds * 3600 if seconds > 0 else 0.0
+    console().print(f"{total} {what} from {len(reports) - len(failed)}/{len(reports)} sources in {seconds:.0f}s "
+                    f"({per_hour:.0f} tasks/hour)")
+    summary = {"sources": [r.to_dict() for r in reports], "tasks": total, "validated": config.validate,
+               "seconds": round(seconds, 1), "tasks_per_hour": round(per_hour, 1)}
     (out / "synth-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return 0 if total else 1
+    # Non-zero when any source gave nothing: a batch job must not read "2 of 4 failed" as success.
+    return 1 if failed or not total else 0
 
 
 def _stats(args: argparse.Namespace) -> int:

@@ -158,6 +158,7 @@ class _Finder(ast.NodeVisitor):
         self.src, self.path = src, path
         self.found: list[Mutation] = []
         self.scope: list[str] = []
+        self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
         self._bounds_seen: set[int] = set()
         """Integer constants already mutated as bounds (off_by_one), not again as constants."""
 
@@ -190,11 +191,13 @@ class _Finder(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.scope.append(node.name)
+        self.functions.append(node)
         body = node.body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
             body = body[1:]  # the docstring
         self._statements(body)
+        self.functions.pop()
         self.scope.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
@@ -230,6 +233,10 @@ class _Finder(ast.NodeVisitor):
         elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Expr)) and len(block) > 1:
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
                 return  # a bare string or constant: dropping it changes nothing
+            if isinstance(stmt, ast.Assign) and not self._rebinds(stmt):
+                # Dropping a first assignment leaves a NameError (or AttributeError) that names the
+                # missing variable: the failure points at its own cause.
+                return
             self._add("drop_statement", stmt, self._drop(stmt, block, replacement=b"pass"))
         if isinstance(stmt, (ast.If, ast.While)):
             test = stmt.test
@@ -244,6 +251,27 @@ class _Finder(ast.NodeVisitor):
             if edit is not None:
                 self._add("drop_branch", stmt.orelse[0], edit)
 
+    def _rebinds(self, stmt: ast.Assign) -> bool:
+        """Every target already holds a value here (a parameter, or assigned on an earlier line of
+        the function): dropping the statement leaves the old value, a wrong result and no NameError."""
+        for target in stmt.targets:
+            for node in ast.walk(target):
+                if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+                    if _target_key(node) not in self._bound_before(stmt.lineno):
+                        return False
+        return True
+
+    def _bound_before(self, line: int) -> set[str]:
+        fn = self.functions[-1] if self.functions else None
+        if fn is None:
+            return set()
+        bound = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store) \
+                    and node.lineno < line:
+                bound.add(_target_key(node))
+        return bound
+
     def _drop(self, stmt: ast.stmt, block: list[ast.stmt], replacement: bytes) -> Edit:
         """Delete the statement's lines, or replace it with ``pass`` when it is alone in its block."""
         first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
@@ -252,6 +280,11 @@ class _Finder(ast.NodeVisitor):
         whole_lines = (not self.src.data[line_a:a].strip() and not self.src.data[b:line_b].strip())
         if len(block) > 1 and whole_lines:
             return Edit(line_a, line_b, b"")
+        rest = self.src.data[b:line_b]
+        if rest.strip().startswith(b"#"):
+            # `x = set()  # type: Set[T]` -> `pass`, not `pass  # type: Set[T]`: the comment would
+            # describe what was removed.
+            b += len(rest.rstrip(b"\r\n"))
         return Edit(a, b, replacement)
 
     def _drop_else(self, stmt: ast.If) -> Edit | None:
@@ -293,7 +326,7 @@ class _Finder(ast.NodeVisitor):
             self._add("flip_comparison", node, edit)
         if op in _BOUNDARY and (edit := self._between(left, right, _BOUNDARY[op].encode())):
             self._add("off_by_one", node, edit)
-        if op in (ast.Lt, ast.Gt, ast.LtE, ast.GtE) and not _same(left, right):
+        if op in (ast.Lt, ast.Gt, ast.LtE, ast.GtE) and not _same(left, right) and _atomic(left) and _atomic(right):
             self._add("swap_operands", node, self._replace(left, self.src.text(right)),
                       self._replace(right, self.src.text(left)))
 
@@ -303,7 +336,7 @@ class _Finder(ast.NodeVisitor):
             return  # "%s" % x formatting: changing the operator only makes a TypeError
         if op in _OPERATOR and (edit := self._between(node.left, node.right, _OPERATOR[op].encode())):
             self._add("change_operator", node, edit)
-        if op in _NON_COMMUTATIVE and not _same(node.left, node.right):
+        if op in _NON_COMMUTATIVE and not _same(node.left, node.right) and _atomic(node.left) and _atomic(node.right):
             self._add("swap_operands", node, self._replace(node.left, self.src.text(node.right)),
                       self._replace(node.right, self.src.text(node.left)))
 
@@ -350,8 +383,18 @@ class _Finder(ast.NodeVisitor):
                 self._add("off_by_one", t, self._replace(t, wrapped + b" - 1"))
 
 
+def _atomic(node: ast.AST) -> bool:
+    """An operand whose text can move to the other side as it is. ``(lo + hi) // 2`` swapped by
+    text is ``(2) // lo + hi`` (the parentheses are not the operand's): nonsense, not a bug."""
+    return isinstance(node, (ast.Name, ast.Attribute, ast.Constant, ast.Call, ast.Subscript))
+
+
 def _is_int(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _target_key(node: ast.Name | ast.Attribute) -> str:
+    return node.id if isinstance(node, ast.Name) else ast.unparse(node)
 
 
 def _same(a: ast.AST, b: ast.AST) -> bool:

@@ -10,7 +10,6 @@ is a :class:`PackageReport` with its reason, never an exception out of :func:`sy
 
 from __future__ import annotations
 
-import hashlib
 import random
 import tempfile
 import time
@@ -20,17 +19,19 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.markup import escape
+
 from deepgym_envs.envspec import PythonEnv
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.grading import test_files
 from deepgym_envs.openai_http import OpenAIChatClient
-from deepgym_envs.progress import progress_bar
+from deepgym_envs.progress import console, progress_bar
 from deepgym_envs.synth.fetch import Fetched, SourceSpec, SynthError, fetch
 from deepgym_envs.synth.mutate import Mutation, combine, find_mutations, sample
 from deepgym_envs.synth.project import Layout, build_env, read_layout
 from deepgym_envs.synth.rewrite import rewrite_statement
-from deepgym_envs.synth.runner import SuiteRun, SuiteRunner, failure_messages, header_name
-from deepgym_envs.synth.statement import Observation, test_source, write_statement
+from deepgym_envs.synth.runner import SuiteRun, SuiteRunner
+from deepgym_envs.synth.drafts import Kept, make_drafts, mutation_fields, with_statements
+from deepgym_envs.synth.record import Recorder
 from deepgym_envs.synth.writer import RepoWriter, TaskDraft, task_row, write_rows
 from deepgym_envs.tasks import Task, load_tasks
 from deepgym_envs.trees import pristine_tree
@@ -83,11 +84,17 @@ class PackageReport:
     reliable_tests: int = 0
     seconds: float = 0.0
     tasks_file: str = ""
+    validated: bool = False
+    """The written tasks passed ``tasks validate`` (False with ``validate=False``)."""
+    rejects_file: str = ""
+    """``rejects/NAME-VERSION.jsonl``: every rejected candidate, its reason and log (relative to the output)."""
+    log_dir: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return {"source": self.source, "ok": self.ok, "reason": self.reason, "tried": self.tried, "kept": self.kept,
-                "written": self.written, "rejected": dict(self.rejected), "reliable_tests": self.reliable_tests,
-                "seconds": round(self.seconds, 1), "tasks_file": self.tasks_file}
+                "written": self.written, "validated": self.validated, "rejected": dict(self.rejected),
+                "reliable_tests": self.reliable_tests, "seconds": round(self.seconds, 1),
+                "tasks_file": self.tasks_file, "rejects_file": self.rejects_file, "log_dir": self.log_dir}
 
 
 def synthesize_all(specs: list[SourceSpec], out: Path, config: SynthConfig) -> list[PackageReport]:
@@ -101,12 +108,15 @@ def synthesize(spec: SourceSpec, out: Path, config: SynthConfig) -> PackageRepor
     out = out.resolve()  # git runs in other directories
     # Not TemporaryDirectory: its cleanup (Python < 3.11.8) chmods through links a build planted.
     tmp = tempfile.mkdtemp(prefix="deepgym-synth-")
+    holder: list[Recorder] = []
     try:
         try:
-            _synthesize(spec, out, config, Path(tmp), report)
+            _synthesize(spec, out, config, Path(tmp), report, holder)
             report.ok = report.written > 0
             if not report.ok and not report.reason:
-                report.reason = "no candidate bug was kept" if not report.kept else "no task passed validation"
+                report.reason = ("no candidate bug was kept" if not report.kept else
+                                 "no task passed validation" if report.rejected["failed validation"] else
+                                 "no kept bug made a task (see the rejects file)")
         except SynthError as exc:
             report.reason = str(exc)
         except DeepgymError as exc:  # infrastructure trouble on this project only
@@ -119,19 +129,38 @@ def synthesize(spec: SourceSpec, out: Path, config: SynthConfig) -> PackageRepor
     finally:
         remove_untrusted(tmp)
     report.seconds = time.monotonic() - start
+    if holder and not report.ok:
+        rec = holder[0]
+        log = rec.log("failure", report.reason)
+        if rec.count:
+            report.rejects_file = str(rec.rejects_file.relative_to(out))
+        report.reason = _short(report.reason) + f" (log: {out / log}" + (
+            f"; rejected candidates: {out / report.rejects_file})" if report.rejects_file else ")")
     return report
 
 
-def _synthesize(spec: SourceSpec, out: Path, config: SynthConfig, tmp: Path, report: PackageReport) -> None:
+def _synthesize(spec: SourceSpec, out: Path, config: SynthConfig, tmp: Path, report: PackageReport,
+                holder: list[Recorder]) -> None:
     fetched = fetch(spec, tmp)
+    key = f"{_slug(fetched.name)}-{_slug(fetched.version)}"
+    rec = Recorder(out, key)
+    holder.append(rec)
+    report.log_dir = str(rec.log_dir.relative_to(out))
     layout = read_layout(fetched.root)
+    _status(config, f"{report.source}: building the test environment")
     env = build_env(fetched, layout, use_host=config.use_host_python)
     clean = pristine_tree(Task(instance_id=f"synth-clean-{fetched.name}-{fetched.version}", problem_statement="",
                                FAIL_TO_PASS=["-"], repo_path=str(fetched.root)))
     targets = list(layout.test_targets)
+    _status(config, f"{report.source}: running the test suite twice on the clean code")
     with SuiteRunner(clean, env, test_args=TEST_CMD, backend=config.backend, timeout=600) as runner:
         first, second = runner.run(targets), runner.run(targets)
-    reliable = sorted(first.passed & second.passed)
+    rec.log("baseline-1", first.output)
+    rec.log("baseline-2", second.output)
+    reliable, unstable = stable_passes(first.tests, second.tests)
+    if unstable:
+        rec.log("unstable-test-ids", "Test functions whose ids changed between two runs of the clean suite "
+                "(parameters from a set or dict: ordered by hash), left out of every task:\n" + "\n".join(unstable))
     report.reliable_tests = len(reliable)
     if not reliable:
         raise SynthError("no test passes in the sandbox (tests need network, or the environment is incomplete): "
@@ -142,18 +171,46 @@ def _synthesize(spec: SourceSpec, out: Path, config: SynthConfig, tmp: Path, rep
         raise SynthError("no place to inject a bug was found in the library's functions")
     sources = {m: (fetched.root / m).read_text(encoding="utf-8") for m in layout.modules}
 
-    kept = _evaluate(candidates, sources, clean, env, targets, reliable, timeout, config, report, "try bugs")
+    ctx = _Ctx(sources, clean, env, targets, reliable, timeout, config, report, rec)
+    kept = _evaluate(ctx, candidates, "try bugs")
     if config.max_combined:
         pairs = _pairs(kept, config)
         report.tried += len(pairs)
-        kept += _evaluate(pairs, sources, clean, env, targets, reliable, timeout, config, report, "try pairs",
-                          count_tried=False)
+        kept += _evaluate(ctx, pairs, "try pairs", count_tried=False)
     report.kept = len(kept)
-    drafts = _dedupe(kept, sources, fetched, report)
+    drafts = make_drafts(kept, sources, fetched, reliable, rec, report)
     if not drafts:
         return
-    drafts = _with_statements(drafts, clean, env, fetched, timeout, config)
-    _write(drafts, fetched, clean, env, out, config, report)
+    drafts = with_statements(drafts, clean, env, fetched, timeout, config, rec, report)
+    if drafts:
+        _write(drafts, fetched, clean, env, out, config, report, rec)
+    if rec.count:
+        report.rejects_file = str(rec.rejects_file.relative_to(out))
+
+
+def stable_passes(first: dict[str, str], second: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Tests that passed in both runs, and the test functions left out because their ids changed.
+
+    A parametrized test over a set (isodate's ``TEST_CASES = {...}``) gets ids such as
+    ``[4-19-expected15-%C]`` whose numbers follow hash order, so they change from one interpreter
+    to the next: an id that passed in both runs by chance names nothing in the grader's run.
+    """
+    def functions(tests: dict[str, str]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for test_id in tests:
+            out.setdefault(test_id.split("[", 1)[0], set()).add(test_id)
+        return out
+
+    a, b = functions(first), functions(second)
+    unstable = sorted(f for f in a.keys() | b.keys() if a.get(f) != b.get(f))
+    bad = set(unstable)
+    passed = {t for t, o in first.items() if o == "passed"} & {t for t, o in second.items() if o == "passed"}
+    return sorted(t for t in passed if t.split("[", 1)[0] not in bad), unstable
+
+
+def _status(config: SynthConfig, text: str) -> None:
+    if config.show_progress:
+        console().print(f"[dim]{escape(text)} ...[/]", soft_wrap=True)
 
 
 def _candidates(fetched: Fetched, layout: Layout, config: SynthConfig) -> list[Mutation]:
@@ -168,48 +225,56 @@ def _candidates(fetched: Fetched, layout: Layout, config: SynthConfig) -> list[M
 
 
 @dataclass
-class _Kept:
-    mutation: Mutation
-    failing: list[str]
-    passing: list[str]
+class _Ctx:
+    sources: dict[str, str]
+    clean: Path
+    env: PythonEnv
+    targets: list[str]
+    reliable: list[str]
+    timeout: float
+    config: SynthConfig
+    report: PackageReport
+    rec: Recorder
 
 
-def _evaluate(candidates: list[Mutation], sources: dict[str, str], clean: Path, env: PythonEnv,
-              targets: list[str], reliable: list[str], timeout: float, config: SynthConfig,
-              report: PackageReport, label: str, count_tried: bool = True) -> list[_Kept]:
+def _evaluate(ctx: _Ctx, candidates: list[Mutation], label: str, count_tried: bool = True) -> list[Kept]:
     """Run the suite on each candidate (``workers`` sandboxes) and keep the ones the suite catches."""
+    config, report = ctx.config, ctx.report
     if count_tried:
         report.tried += len(candidates)
     if not candidates:
         return []
     workers = max(1, min(config.workers, len(candidates)))
     chunks = [candidates[i::workers] for i in range(workers)]
-    results: dict[int, _Kept | str] = {}
+    results: dict[int, tuple[Kept | str, str]] = {}
     index = {id(m): i for i, m in enumerate(candidates)}
 
     with progress_bar(f"{report.source}: {label}", len(candidates), enabled=config.show_progress) as advance:
         def work(chunk: list[Mutation]) -> None:
-            with SuiteRunner(clean, env, test_args=TEST_CMD, backend=config.backend, timeout=timeout) as runner:
+            with SuiteRunner(ctx.clean, ctx.env, test_args=TEST_CMD, backend=config.backend,
+                             timeout=ctx.timeout) as runner:
                 for m in chunk:
-                    run = runner.run(targets, files={m.path: m.apply(sources[m.path])})
-                    verdict = _judge(m, run, reliable, config)
-                    results[index[id(m)]] = verdict
-                    advance(f"{m.kind}: {'kept' if isinstance(verdict, _Kept) else verdict}")
+                    run = runner.run(ctx.targets, files={m.path: m.apply(ctx.sources[m.path])})
+                    verdict = _judge(m, run, ctx.reliable, config)
+                    results[index[id(m)]] = (verdict, run.output if not isinstance(verdict, Kept) else "")
+                    advance(f"{m.kind}: {'kept' if isinstance(verdict, Kept) else verdict}")
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for fut in [pool.submit(work, c) for c in chunks]:
                 fut.result()
     kept = []
-    for i in range(len(candidates)):
-        verdict = results[i]
-        if isinstance(verdict, _Kept):
+    for i, m in enumerate(candidates):
+        verdict, output = results[i]
+        if isinstance(verdict, Kept):
             kept.append(verdict)
         else:
             report.rejected[verdict] += 1
+            log = ctx.rec.log(f"candidate-{m.kind}-{m.digest}", output)
+            ctx.rec.reject("tests", verdict, log=log, **mutation_fields(m))
     return kept
 
 
-def _judge(m: Mutation, run: SuiteRun, reliable: list[str], config: SynthConfig) -> _Kept | str:
+def _judge(m: Mutation, run: SuiteRun, reliable: list[str], config: SynthConfig) -> Kept | str:
     """Keep the bug, or say why not (these strings are the summary's rejection reasons)."""
     if run.timed_out:
         return "timeout"
@@ -221,68 +286,36 @@ def _judge(m: Mutation, run: SuiteRun, reliable: list[str], config: SynthConfig)
     if len(failing) > config.max_fail_fraction * len(reliable):
         return "breaks too many tests"
     passing = [t for t in reliable if t not in set(failing)]
-    return _Kept(m, failing, passing)
+    return Kept(m, failing, passing)
 
 
-def _pairs(kept: list[_Kept], config: SynthConfig) -> list[Mutation]:
+def _pairs(kept: list[Kept], config: SynthConfig) -> list[Mutation]:
+    """Two kept bugs in one module, when each breaks a test the other leaves alone: otherwise one
+    hides behind the other, and the task reads (and grades) like the one-bug task it contains."""
     rng = random.Random(config.seed + 1)
-    by_module: dict[str, list[Mutation]] = {}
+    by_module: dict[str, list[Kept]] = {}
     for k in kept:
         if "+" not in k.mutation.kind:
-            by_module.setdefault(k.mutation.path, []).append(k.mutation)
+            by_module.setdefault(k.mutation.path, []).append(k)
     pairs = []
     for items in by_module.values():
         for i, a in enumerate(items):
             for b in items[i + 1:]:
-                if (pair := combine(a, b)) is not None:
+                if not each_bug_matters(a.failing, b.failing):
+                    continue
+                if (pair := combine(a.mutation, b.mutation)) is not None:
                     pairs.append(pair)
     rng.shuffle(pairs)
     return pairs[: config.max_combined]
 
 
-def _dedupe(kept: list[_Kept], sources: dict[str, str], fetched: Fetched, report: PackageReport) -> list[TaskDraft]:
-    """One task per distinct buggy module text (different edits can produce the same code)."""
-    seen: set[str] = set()
-    drafts = []
-    for k in kept:
-        mutated = k.mutation.apply(sources[k.mutation.path])
-        key = hashlib.sha256(f"{k.mutation.path}\0{mutated}".encode()).hexdigest()
-        if key in seen:
-            report.rejected["duplicate"] += 1
-            continue
-        seen.add(key)
-        kind = k.mutation.kind.replace("+", "-")
-        instance_id = f"{_slug(fetched.name)}-{_slug(fetched.version)}__{kind}__{key[:8]}"
-        hidden = tuple(test_files(k.failing))
-        drafts.append(TaskDraft(instance_id, k.mutation.path, mutated, hidden, tuple(k.failing), tuple(k.passing),
-                                "", k.mutation.kind, k.mutation.function))
-    return drafts
-
-
-def _with_statements(drafts: list[TaskDraft], clean: Path, env: PythonEnv, fetched: Fetched, timeout: float,
-                     config: SynthConfig) -> list[TaskDraft]:
-    """Run each bug's failing tests once more, with tracebacks, and write the issue from them."""
-    out = []
-    with SuiteRunner(clean, env, test_args=TEST_CMD, backend=config.backend, timeout=timeout) as runner, \
-            progress_bar(f"{fetched.name}: write issues", len(drafts), enabled=config.show_progress) as advance:
-        for d in drafts:
-            shown = list(d.fail_to_pass[:5])
-            run = runner.run(shown, files={d.module: d.mutated_source}, extra_args=["--tb=short", "-q"])
-            messages = failure_messages(run.output)
-            observations = []
-            for test_id in shown:
-                path = fetched.root / test_id.split("::", 1)[0]
-                text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-                observations.append(Observation(test_id, test_source(text, test_id),
-                                                messages.get(header_name(test_id), [])))
-            statement = write_statement(fetched.name, fetched.version, observations, len(d.fail_to_pass))
-            out.append(dataclasses.replace(d, problem_statement=statement))
-            advance(d.instance_id)
-    return out
+def each_bug_matters(first: list[str], second: list[str]) -> bool:
+    """Each bug fails a test the other does not."""
+    return bool(set(first) - set(second)) and bool(set(second) - set(first))
 
 
 def _write(drafts: list[TaskDraft], fetched: Fetched, clean: Path, env: PythonEnv, out: Path,
-           config: SynthConfig, report: PackageReport) -> None:
+           config: SynthConfig, report: PackageReport, rec: Recorder) -> None:
     repo = RepoWriter(out, fetched, clean)
     client = None
     if config.llm_url:
@@ -301,19 +334,35 @@ def _write(drafts: list[TaskDraft], fetched: Fetched, clean: Path, env: PythonEn
         results = validate_tasks(load_tasks(tasks_file), backend=config.backend, workers=config.workers,
                                  show_progress=config.show_progress)
         bad = {r.task_id: r for r in results if not r.valid}
-        for task_id, r in bad.items():
+        for row in rows:
+            r = bad.get(row["instance_id"])
+            if r is None:
+                continue
             report.rejected["failed validation"] += 1
-            repo.drop(task_id)
+            log = rec.log(f"validate-{row['instance_id']}", "\n".join(r.problems) + "\n\n" + (r.base.log or "")
+                          + "\n\n--- with the gold patch ---\n" + (r.gold.log or ""))
+            rec.reject("validation", "; ".join(r.problems)[:500], log=log, instance_id=row["instance_id"],
+                       **row["synth"])
+            rec.rejected_row(row)  # its branch stays: `deepgym tasks validate OUT/NAME.rejected` re-runs it
         rows = [r for r in rows if r["instance_id"] not in bad]
-        write_rows(tasks_file, rows)
+        report.validated = True
     repo.finish()
-    if not rows:
+    if rows:
+        write_rows(tasks_file, rows)
+    else:
         tasks_file.unlink()
+    if not rows and not bad_rows(rec):
+        repo.remove()  # nothing refers to it: no empty repos/ entry
+        return
     report.written = len(rows)
     report.tasks_file = tasks_file.name if rows else ""  # relative to the output directory
     requirements = out / "envs" / f"{_slug(fetched.name)}-{_slug(fetched.version)}.txt"
     requirements.parent.mkdir(parents=True, exist_ok=True)
     requirements.write_text("".join(f"{r}\n" for r in env.requirements) or "# deepgym's own interpreter\n")
+
+
+def bad_rows(rec: Recorder) -> bool:
+    return rec.rejected_rows_file.is_file()
 
 
 def _slug(text: str) -> str:
@@ -322,6 +371,10 @@ def _slug(text: str) -> str:
 
 def _tail(text: str, lines: int = 6) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])[:600]
+
+
+def _short(text: str, limit: int = 600) -> str:
+    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 __all__ = ["PackageReport", "SynthConfig", "synthesize", "synthesize_all"]

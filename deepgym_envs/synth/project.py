@@ -57,7 +57,7 @@ def read_layout(root: Path) -> Layout:
     pythonpath = ("src",) if import_root == src else (".",)
     targets = _test_targets(root)
     if not targets:
-        raise SynthError("no tests shipped (no tests/ directory or test_*.py files in the source)")
+        raise SynthError("no tests shipped (no tests/ directory, test_*.py or test.py files in the source)")
     modules = sorted(_modules(root, import_root))
     if not modules:
         raise SynthError("no library modules found to inject bugs into")
@@ -80,7 +80,8 @@ def _test_targets(root: Path) -> list[str]:
                     targets.append(path)
                 dirs.remove(d)  # one target covers everything below it
         if rel == ".":
-            targets += sorted(f for f in files if _is_test_file(f))
+            # pygtrie ships its suite as test.py at the root.
+            targets += sorted(f for f in files if _is_test_file(f) or f in ("test.py", "tests.py"))
     return targets
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from deepgym_envs.envspec import PythonEnv
 from deepgym_envs.pyenv import sandbox_spec_for
-from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.sandbox import ExecResult, Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.testrun import run_pytest
 
 
@@ -73,15 +73,24 @@ class SuiteRunner:
                         result.duration, result.output, report is not None)
 
 
+    def run_script(self, script: str, *, files: dict[str, str] | None = None, removed: list[str] | None = None,
+                   timeout: float | None = None) -> ExecResult:
+        """Run ``python -c script`` at the repository root after the same edits as :meth:`run`."""
+        if self._dirty:
+            self._sb.reset()
+        self._dirty = True  # the script itself may write files
+        for path, text in (files or {}).items():
+            self._sb.write_file(path, text.encode())
+        for path in removed or []:
+            self._sb.remove(path)
+        return self._sb.exec(["python", "-c", script], timeout or self.timeout)
+
+
 _HEADER = re.compile(r"^_{3,} (.+?) _{3,}$")
 
 
-def failure_messages(output: str) -> dict[str, list[str]]:
-    """The ``E`` lines of each failure in pytest's ``--tb=short`` output, by the header's test name.
-
-    Only ``E`` lines (exception messages and assertion explanations) are kept: the source lines
-    of the traceback would show where the bug is.
-    """
+def failure_sections(output: str) -> dict[str, list[str]]:
+    """Every line of each failure in ``--tb=short`` output, by the header's test name."""
     out: dict[str, list[str]] = {}
     current: str | None = None
     for line in output.splitlines():
@@ -89,12 +98,10 @@ def failure_messages(output: str) -> dict[str, list[str]]:
         if match:
             current = match.group(1).strip()
             out.setdefault(current, [])
-            continue
-        if line.startswith("=") and current is not None and ("short test summary" in line or "passed" in line
-                                                             or "failed" in line):
+        elif line.startswith("=") and current is not None:
             current = None
-        elif current is not None and line.startswith("E "):
-            out[current].append(line[1:].strip())
+        elif current is not None:
+            out[current].append(line)
     return out
 
 

@@ -1,132 +1,124 @@
 """Issue-style problem statements, written from what a user of the project would observe.
 
-The statement says which behaviour is wrong (a failing test, shown as a reproduction), what
-happened (the exception or the assertion's values) and what was expected. It never names the
-changed file, function or line: everything in it comes from the test side of the failure.
-An LLM can optionally reword it (:mod:`deepgym_envs.synth.rewrite`).
+The statement is a script that fails (:mod:`deepgym_envs.synth.repro`, checked to fail on the
+buggy code and pass on the clean code), a title naming the call and what goes wrong ("`index()`
+returns 2 instead of 1"), what the script printed, and what was expected: the value the clean
+code gives, or no error. It never names the changed file, function or line: everything in it
+comes from the test side of the failure. An LLM can optionally reword it
+(:mod:`deepgym_envs.synth.rewrite`).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import re
-import textwrap
 from dataclasses import dataclass
 
-_MAX_SNIPPET_LINES = 25
-_MAX_ERROR_LINES = 8
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
-_EQ = re.compile(r"^(?:AssertionError: )?assert (.+?) == (.+)$")
 
 
 @dataclass(frozen=True)
-class Observation:
-    """One failing test, as the user saw it."""
+class Reproduced:
+    """A reproduction script and what it did on the buggy and the clean tree."""
 
     test_id: str
-    source: str
-    """The test function's source ('' when it could not be found)."""
-    error: list[str]
-    """The exception message / assertion explanation lines."""
+    script: str
+    buggy_output: str
+    """The script's stdout and stderr on the buggy tree (it failed there)."""
+    clean_output: str
+    """Its stdout on the clean tree (it passed there)."""
 
 
-def test_source(file_text: str, test_id: str) -> str:
-    """The source of the function a pytest id names (``file::Class::test[param]``), dedented."""
-    parts = test_id.split("::")[1:]
-    if not parts:
-        return ""
-    names = [p.split("[", 1)[0] for p in parts]
-    try:
-        tree = ast.parse(file_text)
-    except SyntaxError:
-        return ""
-    scope: list[ast.stmt] = tree.body
-    node: ast.AST | None = None
-    for name in names:
-        node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                     and n.name == name), None)
-        if node is None and name is names[-1]:
-            # A test method inherited from a mixin in the same file (``class LRUTest(CacheTestMixin, ...)``).
-            node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                         and n.name == name), None)
-        if node is None:
-            return ""
-        scope = getattr(node, "body", [])
-    segment = ast.get_source_segment(file_text, node, padded=True) if node is not None else None
-    return textwrap.dedent(segment or "").strip()
+def write_statement(package: str, version: str, repro: Reproduced, total_failing: int) -> str:
+    """The problem statement: a title from the behaviour, the script, what it printed, what it should.
 
-
-def humanize(test_id: str) -> str:
-    """``tests/test_x.py::TestCache::test_maxsize_evicts[2]`` -> ``maxsize evicts``."""
-    name = test_id.split("::")[-1].split("[", 1)[0]
-    name = re.sub(r"^test_?", "", name)
-    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").strip().lower()
-    return name or "a test"
-
-
-def write_statement(package: str, version: str, observations: list[Observation], total_failing: int) -> str:
-    """The problem statement for a bug that makes ``total_failing`` tests fail."""
-    first = observations[0]
-    error = [_ADDRESS.sub("", line) for line in first.error[:_MAX_ERROR_LINES]]
-    summary = _short_error(error)
-    title = f"{package}: {humanize(first.test_id)} is broken" + (f" ({summary})" if summary else "")
-    parts = [title, "",
-             f"With {package} {version}, this no longer works:" if version else "This no longer works:", ""]
-    snippet = first.source
-    if snippet and len(snippet.splitlines()) <= _MAX_SNIPPET_LINES:
-        parts += ["```python", snippet, "```", ""]
+    Everything comes from running the script, not from pytest's rendering (no ``...`` elisions,
+    no "Use -v to get more diff", no diff cut mid-line).
+    """
+    error = _exception_line(repro.buggy_output)
+    name = error.split(":", 1)[0].strip()
+    actual, expected = _last_value(repro.buggy_output), _last_value(repro.clean_output)
+    shows_result = "print(repr(result))" in repro.script and actual is not None
+    subject = f"`{call_name(repro.script)}()`" if call_name(repro.script) else "the code below"
+    if name == "Failed" and "DID NOT RAISE" in error:
+        raised = re.search(r"DID NOT RAISE <class '(?:[\w.]*\.)?(\w+)'>", error)
+        what = f"does not raise {raised.group(1)}" if raised else "does not raise the expected error"
+    elif name != "AssertionError":
+        what = f"raises {name}" if name else "fails"
+    elif shows_result and expected is not None and max(len(actual), len(expected)) <= 40:
+        what = f"returns {actual} instead of {expected}"
+    elif shows_result:
+        what = "returns a wrong value"
     else:
-        parts += [f"(the check `{humanize(first.test_id)}` in the project's test suite)", ""]
-    parts += ["Actual:", "", "```", *(error or ["the check fails (no message)"]), "```", ""]
-    parts += ["Expected: " + _expected(error, first.source), ""]
-    others = list(dict.fromkeys(humanize(o.test_id) for o in observations[1:]))
+        what = "gives a wrong result"
+    parts = [f"{package}: {subject} {what}", "",
+             f"With {package} {version}, this script fails:" if version else "This script fails:", "",
+             "```python", repro.script.rstrip(), "```", ""]
+    if name == "AssertionError" and shows_result:
+        parts += ["It prints", "", "```", _shown(actual), "```", "",
+                  "and the assertion after it fails. Expected: " + (f"`{_shown(expected)}`" if expected is not None
+                                                                   else "the assertion holds") + ".", ""]
+    else:
+        parts += ["Actual:", "", "```", _shown(error) or "AssertionError", "```", ""]
+        tail = f" (it prints `{_shown(expected)}`)" if expected is not None and shows_result else ""
+        parts += [f"Expected: the script runs to the end without an error{tail}.", ""]
     if total_failing > 1:
-        names = ", ".join(f"`{name}`" for name in others[:4])
-        more = f" (among them {names})" if names else ""
-        parts += [f"{total_failing - 1} other check(s) in the test suite fail as well{more}.", ""]
+        parts += [f"{total_failing - 1} other test(s) in the project's suite fail as well.", ""]
     return "\n".join(parts).rstrip() + "\n"
 
 
-def _short_error(error: list[str]) -> str:
-    if not error:
-        return ""
-    line = error[0]
-    if _EQ.match(line) or line.startswith(("assert ", "AssertionError")):
-        return "wrong result"
-    name = line.split(":", 1)[0]
-    return f"raises {name}" if name.isidentifier() and name[0].isupper() else ""
-
-
-def _expected(error: list[str], source: str = "") -> str:
-    if not error:
-        return "the snippet runs without failing, as it did before."
-    match = _EQ.match(error[0])
-    if match:
-        left, right = match.group(1).strip(), match.group(2).strip()
-        side = _actual_side(source)
-        if side == "left":
-            return f"`{right}`, but `{left}` comes back."
-        if side == "right":
-            return f"`{left}`, but `{right}` comes back."
-        return f"both sides of the comparison to agree (they are `{left}` and `{right}`)."
-    if error[0].startswith(("assert", "AssertionError")):
-        return "the assertion in the snippet holds."
-    name = error[0].split(":", 1)[0]
-    if "DID NOT RAISE" in error[0] or "Failed:" in error[0]:
-        return "the error the snippet expects is raised."
-    return f"no {name}: the snippet completes and its checks pass."
-
-
-def _actual_side(source: str) -> str:
-    """Which side of the test's one ``assert a == b`` computes the value (calls a function)."""
+def call_name(script: str) -> str:
+    """The function or method the failing statement calls (the last one assigned to ``result``, or the
+    script's last statement): what a person would name in the title."""
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(script)
     except SyntaxError:
         return ""
-    compares = [n.test for n in ast.walk(tree) if isinstance(n, ast.Assert) and isinstance(n.test, ast.Compare)
-                and len(n.test.ops) == 1 and isinstance(n.test.ops[0], ast.Eq)]
-    if len(compares) != 1:
+    body: list[ast.stmt] = tree.body
+    target: ast.stmt | None = None
+    while body:
+        assigns = [s for s in body if isinstance(s, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "result" for t in s.targets)]
+        target = assigns[-1] if assigns else body[-1]
+        inner = getattr(target, "body", None)
+        if assigns or not isinstance(inner, list) or not inner:
+            break
+        body = inner
+    if target is None:
         return ""
-    left, right = (any(isinstance(x, ast.Call) for x in ast.walk(side))
-                   for side in (compares[0].left, compares[0].comparators[0]))
-    return "left" if left and not right else "right" if right and not left else ""
+    for node in ast.walk(target):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name and name not in _NOT_SUBJECTS and not hasattr(builtins, name):
+                return name
+    return ""
+
+
+_NOT_SUBJECTS = {"raises", "print", "repr", "approx"}
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
+
+
+def _exception_line(output: str) -> str:
+    """The last line of the traceback (``KeyError: 'b'``), without memory addresses."""
+    lines = output.splitlines()
+    if not any(line.startswith("Traceback (most recent call last)") for line in lines):
+        return ""
+    for line in reversed(lines):
+        if line and not line[0].isspace() and _EXC_LINE.match(line):
+            return _ADDRESS.sub("", line).strip()
+    return ""
+
+
+def _last_value(output: str) -> str | None:
+    """The last line the script printed before any traceback (the ``repr`` of ``result``)."""
+    lines = output.split("Traceback (most recent call last)", 1)[0].strip().splitlines()
+    return _ADDRESS.sub("", lines[-1]).strip() if lines else None
+
+
+def _shown(text: str | None, limit: int = 600) -> str:
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    return f"(a value {len(text)} characters long; run the script to see it whole)"

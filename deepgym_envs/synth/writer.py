@@ -39,6 +39,9 @@ class TaskDraft:
     problem_statement: str
     kind: str
     function: str
+    stripped_tests: tuple[tuple[str, str], ...] = ()
+    """(path, text) of test files kept in the base state without their failing tests
+    (when hiding whole files would leave no visible suite)."""
 
 
 class RepoWriter:
@@ -49,7 +52,9 @@ class RepoWriter:
         self.path = out / self.rel
         if not (self.path / "HEAD").is_file():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            run_git(["init", "-q", "--bare", str(self.path)])
+            # No template: git's sample hooks and info/exclude are 23 files per repository that
+            # nothing here runs, and the committed set would carry them for every project.
+            run_git(["init", "-q", "--bare", "--template=", str(self.path)])
         # The clean tree's single commit: its tree is what every task starts from.
         # The clean tree is a pristine tree, owned by the sandbox's uid when we run as root.
         run_git(["-c", "safe.directory=*", "fetch", "-q", "--no-tags", "--upload-pack",
@@ -72,18 +77,34 @@ class RepoWriter:
             run_git([*git, "read-tree", self.clean], cwd=tmp, env=env)
             mode = self._modes.get(draft.module, "100644")
             run_git([*git, "update-index", "--cacheinfo", f"{mode},{blob},{draft.module}"], cwd=tmp, env=env)
-            run_git([*git, "update-index", "--force-remove", "--", *draft.hidden_files], cwd=tmp, env=env)
+            if draft.hidden_files:
+                run_git([*git, "update-index", "--force-remove", "--", *draft.hidden_files], cwd=tmp, env=env)
+            for path, text in draft.stripped_tests:
+                test_blob = run_git(["hash-object", "-w", "--stdin", "--path", path], cwd=self.path,
+                                    input=text).strip()
+                run_git([*git, "update-index", "--cacheinfo", f"{self._modes.get(path, '100644')},{test_blob},{path}"],
+                        cwd=tmp, env=env)
             tree = run_git([*git, "write-tree"], cwd=tmp, env=env).strip()
         commit = run_git(["commit-tree", tree, "-m", f"{draft.instance_id}: base state"], cwd=self.path).strip()
         run_git(["update-ref", f"refs/heads/{draft.instance_id}", commit], cwd=self.path)
         gold = run_git(["diff-tree", "-p", "--no-color", "--full-index", tree, self.clean, "--", draft.module],
                        cwd=self.path)
         tests = run_git(["diff-tree", "-p", "--no-color", "--full-index", tree, self.clean, "--",
-                         *draft.hidden_files], cwd=self.path)
+                         *draft.hidden_files, *(p for p, _ in draft.stripped_tests)], cwd=self.path)
         return commit, gold, tests
 
     def drop(self, instance_id: str) -> None:
         run_git(["update-ref", "-d", f"refs/heads/{instance_id}"], cwd=self.path, check=False)
+
+    def remove(self) -> None:
+        """Delete the repository (no task refers to it)."""
+        import shutil
+
+        shutil.rmtree(self.path, ignore_errors=True)
+        try:
+            self.path.parent.rmdir()  # repos/ itself, when this was its only entry
+        except OSError:
+            pass
 
     def finish(self) -> None:
         """Pack what the branches reach; forget the rest (dropped tasks, the clean fetch)."""
@@ -95,6 +116,8 @@ class RepoWriter:
                 pass
         run_git(["reflog", "expire", "--expire=now", "--all"], cwd=self.path)
         run_git(["gc", "-q", "--prune=now"], cwd=self.path)
+        for sample in (self.path / "hooks").glob("*.sample"):  # a repository made before --template=
+            sample.unlink()
         # gc packs every ref, leaving refs/ empty; git does not track empty directories, and a
         # bare repository without refs/ is not a repository at all once committed and cloned.
         for keep in ("refs/heads/.gitkeep", "refs/tags/.gitkeep"):

@@ -1,0 +1,285 @@
+"""A standalone reproduction of a failing test: the script a person would paste into an issue.
+
+From the test's source: the module-level imports and helpers it uses, its body cut after the
+statement that failed (a 60-line test becomes the few calls that matter), ``self.assertEqual``
+and friends as plain ``assert`` statements, ``@pytest.mark.parametrize`` as a loop over its
+values. A failing ``assert actual == expected`` becomes ``result = actual`` / ``print(repr(result))``
+/ ``assert result == expected``, so running it shows the value that came back.
+
+Whether a script really shows the bug is not guessed: synthesis runs it on the buggy tree (it
+must fail) and on the clean one (it must pass) before a statement quotes it
+(:func:`deepgym_envs.synth.pipeline.check_reproduction`). None when no such script can be made
+(fixtures, ``setUp``, relative imports): the caller tries another failing test.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+
+MAX_LINES = 40
+MAX_WIDTH = 160
+_SHORT_TB_LINE = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+): ")
+
+#: ``self.assertX(a, b)`` -> ``assert <a OP b>``.
+_BINARY = {"assertEqual": ast.Eq, "assertEquals": ast.Eq, "assertNotEqual": ast.NotEq, "assertIs": ast.Is,
+           "assertIsNot": ast.IsNot, "assertIn": ast.In, "assertNotIn": ast.NotIn, "assertLess": ast.Lt,
+           "assertLessEqual": ast.LtE, "assertGreater": ast.Gt, "assertGreaterEqual": ast.GtE,
+           "assertListEqual": ast.Eq, "assertDictEqual": ast.Eq, "assertTupleEqual": ast.Eq,
+           "assertSetEqual": ast.Eq, "assertSequenceEqual": ast.Eq, "assertCountEqual": None}
+_UNARY = {"assertTrue": False, "assert_": False, "assertFalse": True}
+_NONE = {"assertIsNone": ast.Is, "assertIsNotNone": ast.IsNot}
+
+
+def failing_line(output: str, test_file: str, section: list[str] | None = None) -> int | None:
+    """The last line of ``test_file`` in a ``--tb=short`` traceback (the test's own failing statement)."""
+    found = None
+    for line in section if section is not None else output.splitlines():
+        m = _SHORT_TB_LINE.match(line)
+        if m and m.group("file").endswith(test_file):
+            found = int(m.group("line"))
+    return found
+
+
+def reproduction(file_text: str, test_id: str, line: int | None = None) -> str | None:
+    """The standalone script for ``test_id`` (a pytest id in this file), or None."""
+    try:
+        tree = ast.parse(file_text)
+    except SyntaxError:
+        return None
+    path = [p.split("[", 1)[0] for p in test_id.split("::")[1:]]
+    fn, cls = _function(tree, path)
+    if fn is None:
+        return None
+    if cls is not None and any(isinstance(n, ast.FunctionDef) and n.name in ("setUp", "setup_method", "setUpClass")
+                               for n in cls.body):
+        return None
+    loops = _parametrize(fn)
+    if loops is None:
+        return None
+    param_id = test_id.rsplit("[", 1)[1].rstrip("]") if test_id.endswith("]") else ""
+    if len(loops) == 1 and param_id:
+        loops = _narrow(tree, loops[0], param_id)
+    params = [a.arg for a in fn.args.args if a.arg not in ("self", "cls")]
+    if set(params) - {n for target, _ in loops for n in _names_in(target)}:
+        return None  # pytest fixtures: nothing a script could provide
+    body = list(fn.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if line is not None:
+        cut = next((i for i, s in enumerate(body) if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+        if cut is not None:
+            body = body[:cut + 1]
+    if not body:
+        return None
+    body = [_Asserts().visit(s) for s in body]
+    if any(isinstance(n, ast.Name) and n.id in ("self", "cls") for s in body for n in ast.walk(s)):
+        return None  # uses the test case's own state
+    body = body[:-1] + _show_result(body[-1])
+    for target, values in reversed(loops):
+        if isinstance(values, _One):
+            body = [ast.Assign([target], values.value)] + body
+        else:
+            body = [ast.For(target=target, iter=values, body=body, orelse=[])]
+    needed = _needed(tree, body, {id(fn), id(cls)})
+    if needed is None:
+        return None
+    script_body = needed + body
+    module = ast.fix_missing_locations(ast.Module(body=script_body, type_ignores=[]))
+    try:
+        text = ast.unparse(module) + "\n"
+        compile(text, "<reproduction>", "exec")
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    lines = text.splitlines()
+    return text if len(lines) <= MAX_LINES and max(map(len, lines)) <= MAX_WIDTH else None
+
+
+class _One(ast.expr):
+    """The single parameter set a test id names (an assignment instead of a loop)."""
+
+    def __init__(self, value: ast.expr) -> None:
+        super().__init__()
+        self.value = value
+
+
+def _narrow(tree: ast.Module, loop: tuple[ast.expr, ast.expr], param_id: str) -> list[tuple[ast.expr, ast.expr]]:
+    """The one parameter set of a parametrized test's id (``[expected3]`` -> the fourth), when it can
+    be told; else the loop over all of them."""
+    target, values = loop
+    elements = values
+    if isinstance(values, ast.Name):  # a module-level constant list
+        elements = next((s.value for s in tree.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+                         and isinstance(s.targets[0], ast.Name) and s.targets[0].id == values.id), values)
+    if not isinstance(elements, (ast.List, ast.Tuple)):
+        return [loop]
+    names = [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+    index = None
+    for part in param_id.split("-"):
+        m = re.fullmatch(r"([A-Za-z_]\w*?)(\d+)", part)
+        if m and m.group(1) in names:
+            index = int(m.group(2))
+            break
+    if index is None:
+        ids = []
+        for elt in elements.elts:
+            items = elt.elts if isinstance(elt, ast.Tuple) and len(names) > 1 else [elt]
+            try:
+                ids.append("-".join(str(ast.literal_eval(x)) for x in items))
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                ids.append(None)
+        if ids.count(param_id) == 1:
+            index = ids.index(param_id)
+    if index is None or index >= len(elements.elts):
+        return [loop]
+    return [(target, _One(elements.elts[index]))]
+
+
+def _function(tree: ast.Module, path: list[str]) -> tuple[ast.FunctionDef | None, ast.ClassDef | None]:
+    scope: list[ast.stmt] = tree.body
+    cls = None
+    for name in path[:-1]:
+        cls = next((n for n in scope if isinstance(n, ast.ClassDef) and n.name == name), None)
+        if cls is None:
+            return None, None
+        scope = cls.body
+    fn = next((n for n in scope if isinstance(n, ast.FunctionDef) and n.name == path[-1]), None) if path else None
+    if fn is None and cls is not None:
+        # Inherited from a mixin defined in the same file.
+        for base in cls.bases:
+            mixin = next((n for n in tree.body if isinstance(n, ast.ClassDef) and isinstance(base, ast.Name)
+                          and n.name == base.id), None)
+            if mixin is not None:
+                found, _ = _function(tree, [mixin.name, path[-1]])
+                if found is not None:
+                    return found, mixin
+    return fn, cls
+
+
+def _parametrize(fn: ast.FunctionDef) -> list[tuple[ast.expr, ast.expr]] | None:
+    """``(loop target, values)`` per ``@pytest.mark.parametrize``; None for a decorator a script cannot mimic."""
+    loops = []
+    for dec in fn.decorator_list:
+        text = ast.unparse(dec)
+        if not isinstance(dec, ast.Call) or not text.startswith(("pytest.mark.parametrize", "mark.parametrize",
+                                                                 "parametrize")):
+            if "fixture" in text or "usefixtures" in text:
+                return None
+            continue  # skip, xfail-free marks and the like change nothing a script does
+        if len(dec.args) < 2 or not isinstance(dec.args[0], ast.Constant) or not isinstance(dec.args[0].value, str):
+            return None
+        if any("pytest.param" in ast.unparse(v) for v in ast.walk(dec.args[1]) if isinstance(v, ast.Call)):
+            return None
+        names = [n.strip() for n in dec.args[0].value.split(",") if n.strip()]
+        target: ast.expr = (ast.Name(names[0], ast.Store()) if len(names) == 1 else
+                            ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store()))
+        loops.append((target, dec.args[1]))
+    return loops
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+class _Asserts(ast.NodeTransformer):
+    """unittest's assertion methods as plain ``assert`` statements; ``assertRaises`` as ``pytest.raises``."""
+
+    def visit_Expr(self, node: ast.Expr) -> ast.stmt:
+        call = node.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"):
+            return node
+        name, args = call.func.attr, call.args
+        if name in _BINARY and len(args) >= 2:
+            op = _BINARY[name]
+            if op is None:  # assertCountEqual
+                test: ast.expr = ast.Compare(_call("sorted", args[0]), [ast.Eq()], [_call("sorted", args[1])])
+            else:
+                test = ast.Compare(args[0], [op()], [args[1]])
+            return ast.copy_location(ast.Assert(test=test), node)
+        if name in _UNARY and args:
+            test = ast.UnaryOp(ast.Not(), args[0]) if _UNARY[name] else args[0]
+            return ast.copy_location(ast.Assert(test=test), node)
+        if name in _NONE and args:
+            return ast.copy_location(ast.Assert(ast.Compare(args[0], [_NONE[name]()], [ast.Constant(None)])), node)
+        if name == "assertRaises" and len(args) >= 2:
+            raises = ast.Call(ast.Attribute(ast.Name("pytest", ast.Load()), "raises", ast.Load()), [args[0]], [])
+            inner = ast.Expr(ast.Call(args[1], list(args[2:]), call.keywords))
+            return ast.copy_location(ast.With([ast.withitem(raises)], [inner]), node)
+        return node
+
+    def visit_With(self, node: ast.With) -> ast.stmt:
+        self.generic_visit(node)
+        for item in node.items:
+            call = item.context_expr
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "assertRaises"
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"):
+                item.context_expr = ast.Call(ast.Attribute(ast.Name("pytest", ast.Load()), "raises", ast.Load()),
+                                             call.args, [])
+        return node
+
+
+def _call(name: str, arg: ast.expr) -> ast.Call:
+    return ast.Call(ast.Name(name, ast.Load()), [arg], [])
+
+
+def _show_result(stmt: ast.stmt) -> list[ast.stmt]:
+    """``assert f(x) == y`` -> ``result = f(x)``, ``print(repr(result))``, ``assert result == y``."""
+    if not (isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
+            and isinstance(stmt.test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.In, ast.NotIn))):
+        return [stmt]
+    cmp = stmt.test
+    left_calls, right_calls = (any(isinstance(n, ast.Call) for n in ast.walk(side))
+                               for side in (cmp.left, cmp.comparators[0]))
+    use_right = right_calls and not left_calls and not isinstance(cmp.ops[0], (ast.In, ast.NotIn))
+    actual = cmp.comparators[0] if use_right else cmp.left
+    if isinstance(actual, ast.Name):
+        return [ast.Expr(_call("print", _call("repr", actual))), stmt]
+    result = ast.Name("result", ast.Load())
+    new_cmp = (ast.Compare(cmp.left, cmp.ops, [result]) if use_right else ast.Compare(result, cmp.ops, cmp.comparators))
+    return [ast.Assign([ast.Name("result", ast.Store())], actual), ast.Expr(_call("print", _call("repr", result))),
+            ast.Assert(new_cmp)]
+
+
+def _needed(tree: ast.Module, body: list[ast.stmt], skip: set[int]) -> list[ast.stmt] | None:
+    """The module-level statements (imports, helpers, constants) the body uses, in file order, transitively."""
+    wanted = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)}
+    defines: list[tuple[ast.stmt, set[str]]] = []
+    for stmt in tree.body:
+        if id(stmt) in skip:
+            continue
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+                continue
+            names = {(a.asname or a.name).split(".")[0] for a in stmt.names}
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if stmt.name.startswith(("test", "Test")):
+                continue
+            names = {stmt.name}
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        else:
+            continue
+        defines.append((stmt, names))
+    chosen: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for stmt, names in defines:
+            if id(stmt) not in chosen and names & wanted:
+                chosen.add(id(stmt))
+                wanted |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+                changed = True
+    out = [stmt for stmt, _ in defines if id(stmt) in chosen]
+    if any(isinstance(s, ast.ImportFrom) and s.level for s in out):
+        return None  # a script run on its own has no package to be relative to
+    if "pytest" in {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)} and not any(
+            isinstance(s, ast.Import) and any(a.name == "pytest" for a in s.names) for s in out):
+        out.insert(0, ast.Import([ast.alias("pytest")]))
+    return out
+
+
+def is_builtin(name: str) -> bool:
+    return hasattr(builtins, name)
