@@ -13,7 +13,9 @@ Requests go through :class:`deepgym_envs.openai_http.ChatCompletions` (retries o
 timeouts and refused connections with exponential backoff honouring ``Retry-After``; other 4xx
 fail at once). A prompt longer than the server's context becomes ``finish_reason="context_length"``;
 a request that still fails after the retries becomes ``finish_reason="error"`` for that
-conversation only.
+conversation only. Given the served model's tokenizer and ``max_context``, the backend counts each
+prompt itself: one that leaves no room is ``context_length`` without a request, and ``max_tokens``
+is capped to the room left (the server's own context may be larger than the one asked for).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class OpenAIBackend:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 300.0,
                  max_retries: int = 4, backoff: float = 1.0, max_concurrency: int = 16, logprobs: bool = True,
-                 vllm_extras: bool = False) -> None:
+                 vllm_extras: bool = False, tokenizer: Any = None, max_context: int = 0) -> None:
         """
         Args:
             base_url: up to ``/v1``, e.g. ``http://127.0.0.1:8000/v1``.
@@ -43,7 +45,13 @@ class OpenAIBackend:
             max_concurrency: requests in flight at once (the provider's rate limit, politely).
             logprobs: ask for the sampled tokens' logprobs.
             vllm_extras: ask a vLLM server for token ids too (other servers may reject the fields).
+            tokenizer: the served model's tokenizer (a transformers tokenizer with its chat template,
+                or a name or path to load one from), to hold prompts within ``max_context``.
+            max_context: context length in tokens (prompt + completion); 0 = the server's.
         """
+        if max_context and tokenizer is None:
+            raise DeepgymError("--max-context with the openai backend needs --tokenizer (the served model's), "
+                               "to count prompt tokens")
         if not base_url:
             raise DeepgymError("the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1)")
         self.http = ChatCompletions(base_url, api_key=api_key, timeout=timeout, max_retries=max_retries,
@@ -51,6 +59,12 @@ class OpenAIBackend:
         self.model_name = model
         self.max_concurrency = max_concurrency
         self.logprobs, self.vllm_extras = logprobs, vllm_extras
+        if isinstance(tokenizer, str):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        # Not ``self.tokenizer``: that names a token-mode LLM to the loop, and this one stays a ChatLLM.
+        self.context_tokenizer, self.max_context = tokenizer, max_context
 
     @property
     def requests(self) -> int:
@@ -76,12 +90,27 @@ class OpenAIBackend:
             body["logprobs"] = True
         if self.vllm_extras:
             body.update(return_token_ids=True, return_tokens_as_token_ids=True, include_stop_str_in_output=True)
+        if self.max_context:
+            used = self.prompt_tokens(messages, tools)
+            if used >= self.max_context:
+                return Generation([], [], f"the prompt's {used} tokens fill --max-context {self.max_context}",
+                                  "context_length")
+            body["max_tokens"] = min(p.max_tokens, self.max_context - used)
         try:
             return _generation(self.http.post(body))
         except ContextTooLong as exc:
             return Generation([], [], exc.detail, "context_length")
         except InfrastructureError as exc:
             return Generation([], [], str(exc), "error")
+
+
+    def prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        """Tokens the chat template makes of ``messages`` and ``tools``, generation prompt included."""
+        ids = self.context_tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True,
+                                                         tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # transformers 5 returns a BatchEncoding
+            ids = ids["input_ids"]
+        return len(ids)
 
 
 def _generation(payload: dict[str, Any]) -> Generation:
