@@ -144,6 +144,8 @@ def add_llm_eval_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--k", type=int, default=1, help="rollouts per task (pass@1..k)")
     g.add_argument("--max-tokens", type=int, default=1024, help="tokens per model call")
     g.add_argument("--max-context", type=int, default=0, help="context length in tokens (0 = the model's)")
+    g.add_argument("--tokenizer", default=None,
+                   help="openai: the served model's tokenizer (name or path), to hold prompts within --max-context")
     g.add_argument("--temperature", type=float, default=0.7)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
@@ -158,7 +160,8 @@ def make_backend(args: argparse.Namespace) -> Any:
         from deepgym_agents.llm.openai_client import OpenAIBackend
 
         return OpenAIBackend(args.base_url or "", args.model, api_key=args.api_key,
-                             max_concurrency=args.concurrency, vllm_extras=args.vllm_extras)
+                             max_concurrency=args.concurrency, vllm_extras=args.vllm_extras,
+                             tokenizer=args.tokenizer, max_context=args.max_context)
     if args.agent == "vllm":
         from deepgym_agents.llm.vllm_engine import VLLMBackend
 
