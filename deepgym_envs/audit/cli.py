@@ -45,6 +45,9 @@ def add_audit_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                      help="2 = white-box (sees the verifier and hidden tests), 3 = black-box; repeatable "
                      "(default: both)")
     llm.add_argument("--rounds", type=int, default=3, help="attempts per task and attacker")
+    llm.add_argument("--llm-max-tokens", type=int, default=4096, help="tokens per attacker reply")
+    llm.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request attempt")
+    llm.add_argument("--llm-temperature", type=float, default=0.7)
     p.set_defaults(func=run_audit)
     return p
 
@@ -58,7 +61,10 @@ def llm_attackers(args: argparse.Namespace) -> list:
 
     if not args.llm_model:
         raise DeepgymError("--llm-url needs --llm-model (the name the endpoint serves)")
-    attacker = LLMAttacker(OpenAIChatClient(args.llm_url, args.llm_model))
+    if args.llm_max_tokens < 1 or not args.llm_timeout > 0:
+        raise DeepgymError("--llm-max-tokens and --llm-timeout must be positive")
+    attacker = LLMAttacker(OpenAIChatClient(args.llm_url, args.llm_model, timeout=args.llm_timeout,
+                                            max_tokens=args.llm_max_tokens, temperature=args.llm_temperature))
     return [(attacker, tier) for tier in (args.tier or [2, 3])]
 
 
