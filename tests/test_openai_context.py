@@ -47,3 +47,22 @@ def test_max_context_without_a_tokenizer_fails_at_construction():
     with pytest.raises(DeepgymError, match="needs --tokenizer"):
         OpenAIBackend("http://127.0.0.1:9/v1", "m", max_context=4096)
     assert OpenAIBackend("http://127.0.0.1:9/v1", "m").tokenizer is None  # still a chat (not token-mode) LLM
+
+
+def test_the_audits_attacker_limits_are_options():
+    from deepgym_envs.audit.cli import llm_attackers
+    from deepgym_envs.cli import build_parser
+
+    reply = completion({"role": "assistant", "content": "no patch"})
+    with chat_server(answers_in_turn([(200, reply)])) as (url, seen):
+        args = build_parser().parse_args(["audit", "--llm-url", url, "--llm-model", "m", "--tier", "3",
+                                          "--llm-max-tokens", "77", "--llm-timeout", "5", "--llm-temperature", "0"])
+        [(attacker, tier)] = llm_attackers(args)
+        assert tier == 3 and attacker.client.http.timeout == 5.0
+        assert attacker.propose("the task", []) == "no patch"
+        assert seen[0]["body"]["max_tokens"] == 77 and seen[0]["body"]["temperature"] == 0.0
+    defaults = build_parser().parse_args(["audit", "--llm-url", url, "--llm-model", "m"])
+    [(attacker, _), _] = llm_attackers(defaults)
+    assert attacker.client.max_tokens == 4096 and attacker.client.http.timeout == 60.0  # as before
+    with pytest.raises(DeepgymError, match="positive"):
+        llm_attackers(build_parser().parse_args(["audit", "--llm-url", url, "--llm-model", "m", "--llm-timeout", "0"]))
