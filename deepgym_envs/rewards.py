@@ -36,7 +36,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from deepgym_envs.errors import DeepgymError
 from deepgym_envs.grading import Verdict
@@ -94,7 +94,7 @@ class RewardConfig:
         if isinstance(value, RewardConfig):
             return value
         if isinstance(value, str):
-            return cls(mode=value)
+            return cls(mode=cast(RewardMode, value))  # checked in __post_init__
         raise DeepgymError(f"reward must be a RewardConfig or a mode name ({', '.join(REWARD_MODES)}), "
                            f"not {type(value).__name__}")
 

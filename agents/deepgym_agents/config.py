@@ -48,6 +48,7 @@ class CollectConfig:
     """Reset seed of the first episode (the others count up from it); with ``params.seed`` set, each
     episode and turn also samples with its own derived seed."""
     show_progress: bool = True
+    """A progress bar on the terminal, one line per finished episode."""
     verify_template: bool = True
     """Token mode: check at the end of each episode that the incremental ids equal the template
     rendering of the whole conversation (``metadata["template_match"]``)."""

@@ -5,10 +5,8 @@ The scheduler (:mod:`deepgym_agents.loop`) hands every completion to a worker th
 :mod:`deepgym_agents.tokens`), and puts an event on the scheduler's queue: ``"ready"`` when the
 episode needs the model again, ``"done"`` when it is over.
 
-An episode ends when the agent submits (``submitted``), the step budget runs out (``max_steps``),
-the next prompt would not fit (``context_length``: the final state is still graded, by a submit
-sent on the agent's behalf) or the backend or the harness fails (``error: ...``, masked: no
-verdict). At the end the environment goes back to the pool and the trajectory to the file.
+At an episode's end (the reasons are listed in :mod:`deepgym_agents.loop`) its environment goes
+back to the pool and its trajectory to the file.
 """
 
 from __future__ import annotations

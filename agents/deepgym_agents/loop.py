@@ -103,7 +103,8 @@ class _Scheduler:
     def run(self, episodes: list[Episode], advance: Callable[[str], None]) -> None:
         concurrency = self.config.concurrency
         todo = list(reversed(episodes))
-        in_flight, ready, ready_since = 0, [], 0.0
+        in_flight, ready_since = 0, 0.0
+        ready: list[Episode] = []
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="deepgym-env") as workers:
             self.workers = workers
             while todo or in_flight:

@@ -44,7 +44,7 @@ def _options() -> Iterator[tuple[str, Any, Any, str]]:
     for f in fields(TrainConfig):
         if f.name in held:
             continue
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default if f.default_factory is MISSING else f.default_factory()
         yield f.name, hints[f.name], default, docs.get(f.name, "")
     for name, (part, sub) in FLAT_NAMES.items():
         kind = hints[part]
