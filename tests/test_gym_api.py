@@ -9,6 +9,7 @@ import multiprocessing as mp
 
 import gymnasium as gym
 import pytest
+from _readme import readme_blocks
 from conftest import requires_namespace
 from gymnasium.vector import AsyncVectorEnv
 from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
@@ -153,3 +154,25 @@ def test_dict_actions_in_the_space_step_as_tool_calls():
             assert info["invalid_action"] is False and "src" in obs, action
     finally:
         env.close()
+
+
+VECTOR_SNIPPET = [("python", '''import gymnasium as gym
+import deepgym_envs
+
+envs = gym.make_vec("deepgym/SWE-v0", num_envs=4, vectorization_mode="async", reward="outcome")
+obs, infos = envs.reset(seed=0)
+obs, rewards, terminated, truncated, infos = envs.step([{"name": "view", "arguments": {"path": "."}}] * 4)
+envs.close()
+
+env = gym.make("deepgym/SWE-v0", max_episode_steps=10, reward="outcome")
+print(env.spec.max_episode_steps)  # 10: the TimeLimit's; its truncated step still carries info["verdict"]
+env.close()
+''')]
+
+
+@requires_namespace
+def test_the_readme_vector_env_snippet_runs(capsys):
+    [(lang, code)] = readme_blocks("Gymnasium vector envs", VECTOR_SNIPPET)
+    assert lang == "python"
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own code
+    assert capsys.readouterr().out.strip() == "10"

@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +24,7 @@ uvicorn = pytest.importorskip("uvicorn")
 websockets_sync = pytest.importorskip("websockets.sync.client")
 
 import gymnasium as gym  # noqa: E402
+from _readme import readme_blocks  # noqa: E402
 from conftest import leftovers, requires_namespace  # noqa: E402
 
 import deepgym_envs  # noqa: E402
@@ -244,3 +250,74 @@ def test_32_concurrent_sessions_leave_nothing_behind():
             assert list(pool.map(episode, range(32))) == ["42"] * 32
         assert wait_for_sessions(url, 0) == 0
     assert leftovers() == before
+
+
+# -- the README's snippets ---------------------------------------------------------------------
+SERVE_HEADING = "Use over HTTP (deepgym serve)"
+#: The section's blocks as written for the README; once README.md has the section, its own blocks run instead.
+SERVE_SNIPPETS = [
+    ("bash", 'export DEEPGYM_SERVE_TOKEN=$(python -c "import secrets; print(secrets.token_urlsafe(32))")\n'
+             "deepgym serve --port 8000 --max-sessions 32 --idle-timeout 600\n"),
+    ("python", '''import os
+
+import gymnasium as gym
+import deepgym_envs  # registers deepgym/Remote-v0
+
+env = gym.make("deepgym/Remote-v0", url="http://127.0.0.1:8000", token=os.environ["DEEPGYM_SERVE_TOKEN"],
+               task_id="deepgym__tmplite-002", reward_mode="outcome", max_steps=20)
+obs, info = env.reset(seed=0)
+obs, reward, terminated, truncated, info = env.step({"name": "bash", "arguments": {"command": "git status --short"}})
+obs, reward, terminated, truncated, info = env.step({"name": "submit", "arguments": {}})
+print(info["verdict"]["status"])  # unresolved: nothing was fixed
+env.close()
+'''),
+    ("python", '''import os
+
+import httpx
+
+http = httpx.Client(base_url="http://127.0.0.1:8000", timeout=600,
+                    headers={"Authorization": f"Bearer {os.environ['DEEPGYM_SERVE_TOKEN']}"})
+sid = http.post("/sessions", json={"task_id": "deepgym__tmplite-002", "reward_mode": "outcome"}).json()["session_id"]
+first = http.post(f"/sessions/{sid}/reset", json={"seed": 0}).json()
+step = http.post(f"/sessions/{sid}/step", json={"action": {"name": "view", "arguments": {"path": "."}}}).json()
+print(step["observation"]["text"][:200], step["reward"], step["terminated"], step["metadata"]["reward_components"])
+http.delete(f"/sessions/{sid}")
+'''),
+]
+
+
+@pytest.mark.slow
+@requires_namespace
+@pytest.mark.skipif(shutil.which("deepgym") is None, reason="the deepgym command is not installed")
+def test_the_readme_serve_snippets_run(tmp_path):
+    blocks = readme_blocks(SERVE_HEADING, SERVE_SNIPPETS)
+    [serve] = [code for lang, code in blocks if lang == "bash"]
+    snippets = [code for lang, code in blocks if lang == "python"]
+    assert len(snippets) == 2
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    token_file = tmp_path / "token"
+    # The block as written (its own token), plus one line that hands the token to this test.
+    script = serve.replace("8000", port).replace("deepgym serve", f"printf %s \"$DEEPGYM_SERVE_TOKEN\" > {token_file}\n"
+                                                                  "exec deepgym serve", 1)
+    server = subprocess.Popen(["bash", "-c", script], start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        env = {**os.environ, "DEEPGYM_SERVE_TOKEN": token_file.read_text()}
+        outputs = [subprocess.run([sys.executable, "-c", code.replace("8000", port)], env=env, capture_output=True,
+                                  text=True, timeout=300) for code in snippets]
+        for out in outputs:
+            assert out.returncode == 0, out.stderr[-2000:]
+        assert outputs[0].stdout.strip() == "unresolved"
+        assert "{'invalid_action': 0.0" in outputs[1].stdout and "0.0 False" in outputs[1].stdout
+        assert httpx.get(f"http://127.0.0.1:{port}/health").json()["sessions"] == 0  # both snippets closed theirs
+    finally:
+        os.killpg(server.pid, signal.SIGINT)  # the group this test started: bash exec'd into the server
+        server.wait(timeout=120)
