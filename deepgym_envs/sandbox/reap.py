@@ -20,7 +20,7 @@ from deepgym_envs.docker_engine import LABEL, LABEL_HOST, LABEL_PID, engine
 from deepgym_envs.errors import SandboxUnavailable
 from deepgym_envs.sandbox.cgroup import _ROOTS, PidsCgroup
 
-_TMP = re.compile(r"deepgym-(?:ns|docker)-(\d+)-")
+_TMP = re.compile(r"deepgym-(?:ns|docker|stage|support)-(\d+)-")
 _CGROUP = re.compile(r"deepgym-(\d+)-")
 
 
@@ -37,7 +37,9 @@ def _alive(pid: int) -> bool:
 def reap() -> list[str]:
     """Delete leftovers whose owner process is gone; returns what was removed."""
     removed = []
-    for pattern in ("deepgym-ns-*", "deepgym-docker-*"):
+    # stage and support: a process's root staging dir and helper-script copy (a SIGKILLed Ray worker
+    # leaves both; its staging namespace died with it, so the dir holds no mount on the host).
+    for pattern in ("deepgym-ns-*", "deepgym-docker-*", "deepgym-stage-*", "deepgym-support-*"):
         for path in glob.glob(os.path.join(tempfile.gettempdir(), pattern)):
             m = _TMP.match(os.path.basename(path))
             if m and not _alive(int(m.group(1))):

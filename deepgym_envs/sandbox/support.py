@@ -36,7 +36,7 @@ def copy_helpers(dest: str) -> None:
 @functools.lru_cache(maxsize=1)
 def support_host_dir() -> str:
     """A private copy of the support files for this process, removed when it exits."""
-    path = tempfile.mkdtemp(prefix="deepgym-support-")
+    path = tempfile.mkdtemp(prefix=f"deepgym-support-{os.getpid()}-")  # the pid: reap.py finds a dead owner's
     copy_helpers(path)
     # `python` and `python3` inside the sandbox are this interpreter (a venv's, if we run in one),
     # even on systems that ship no `python` command.
