@@ -4,12 +4,27 @@ environment_factory with TRL's own tool loop."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import os
 import threading
 
 import pytest
 
 from tests._fixtures import needs_namespace
+
+
+def readme_snippet(heading: str, fallback: str, fence: str = "python") -> str:
+    """The first ``fence`` block under ``heading`` in README.md, or ``fallback`` while the README
+    has no such section (an installed wheel ships none)."""
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    start = text.find(f"\n{heading}\n")
+    if start < 0:
+        return fallback
+    block = text.find(f"```{fence}\n", start)
+    return text[block + len(fence) + 4:text.index("\n```", block + 1) + 1]
+
 
 pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
@@ -33,7 +48,7 @@ rollout = DeepGymRollout(CollectConfig(env_id="deepgym/SWE-Bash-v0", max_steps=2
 trainer = GRPOTrainer(
     model=model, processing_class=tokenizer, reward_funcs=[episode_return], rollout_func=rollout,
     train_dataset=rollout_dataset(["deepgym__tmplite-001"]),   # each prompt is a task id
-    args=GRPOConfig(output_dir=output_dir, per_device_train_batch_size=2, num_generations=2, max_steps=1,
+    args=GRPOConfig(output_dir="runs/grpo-tiny", per_device_train_batch_size=2, num_generations=2, max_steps=1,
                     use_cpu=True, report_to="none", save_strategy="no", gradient_checkpointing=False))
 trainer.train()
 rollout.close()
@@ -126,10 +141,11 @@ def test_rollout_func_step_trains_on_engine_ids_and_moves_the_weights(tmp_path):
 
 
 @needs_namespace
-def test_readme_snippet_trains_the_tiny_model(tmp_path):
+def test_readme_snippet_trains_the_tiny_model(tmp_path, monkeypatch):
     """The trainer's own model generates (HFBackend on the unwrapped module): real ids and logprobs."""
-    namespace = {"output_dir": str(tmp_path / "out")}
-    exec(compile(README_SNIPPET, "README.md (TRL)", "exec"), namespace)
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(readme_snippet("### TRL (`GRPOTrainer`)", README_SNIPPET), "README.md (TRL)", "exec"), namespace)
     trainer, rollout = namespace["trainer"], namespace["rollout"]
     assert trainer.state.global_step == 1
     trajs = rollout.trajectories
