@@ -54,7 +54,8 @@ def _git_repo(root: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+    # -f: a tracked file that .gitignore names (as in an sdist, where nothing is ignored) stays.
+    for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "-m", "init"]):
         subprocess.run(["git", *args], cwd=root, check=True, env=git_env())
     return root
 
@@ -190,3 +191,65 @@ def test_the_failing_line_comes_from_the_traceback_and_the_script_from_the_test(
     assert script == ("import tinylib\nresult = tinylib.clamp(50, 0, 10)\nprint(repr(result))\n"
                       "assert 10 == result\n")
     assert "x >= hi" not in script and "ops.py" not in script
+
+
+# ordered-set and isodate in small: one test file, and parameters from a set (ids in hash order).
+ONEFILE = {
+    "pyproject.toml": '[project]\nname = "onefile"\nversion = "1.0"\n',
+    ".gitignore": "src/onefile/version.py\n",
+    "src/onefile/version.py": "VERSION = '1.0'\n",  # gitignored, and the tests import it
+    "src/onefile/__init__.py": "from onefile.ops import clamp, mean\nfrom onefile.version import VERSION\n",
+    "src/onefile/ops.py": LIB["src/tinylib/ops.py"].split("def first_positive")[0],
+    "tests/test_all.py": (
+        "import pytest\n\nfrom onefile import VERSION, clamp, mean\n\n"
+        # Strings: their hashes, so the set's order, change with every interpreter.
+        "CASES = {('5', 5), ('-3', 0), ('50', 10), ('0', 0), ('10', 10), ('7', 7), ('11', 10), ('-1', 0)}\n\n\n"
+        "class Thing:\n    def __init__(self, x):\n        self.x = x\n\n\n"
+        "@pytest.mark.parametrize('x, expected', [(Thing(x), e) for x, e in CASES])\n"
+        "def test_clamp_things(x, expected):\n    assert clamp(int(x.x), 0, 10) == expected\n\n\n"
+        "def test_version():\n    assert VERSION == '1.0'\n\n\n"
+        "def test_clamp_inside():\n    assert clamp(5, 0, 10) == 5\n\n\n"
+        "def test_clamp_above():\n    assert clamp(50, 0, 10) == 10\n\n\n"
+        "def test_mean():\n    assert mean([1, 2, 3, 6]) == 3\n\n\n"
+        "def test_mean_empty():\n    with pytest.raises(ValueError):\n        mean([])\n"),
+}
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_one_test_file_and_hash_ordered_ids_still_make_valid_tasks_with_visible_tests(tmp_path):
+    from deepgym_envs.cli import main
+    from deepgym_envs.pyenv import sandbox_spec
+    from deepgym_envs.sandbox import make_sandbox
+    from deepgym_envs.synth.measure import reproduction_shows_bug
+
+    repo = _git_repo(tmp_path / "onefile", ONEFILE)
+    out = tmp_path / "out"
+    code = main(["tasks", "synth", "--from", f"git:{repo}", "--from", f"git:{tmp_path}/missing", "--out", str(out),
+                 "--host-python", "--max-candidates", "8", "--max-combined", "1", "--workers", "1"])
+    assert code == 1  # one of two sources failed: the exit status says so
+    summary = json.loads((out / "synth-summary.json").read_text())
+    good, bad = summary["sources"]
+    assert good["ok"] and good["written"] >= 1 and good["validated"]
+    assert "failed validation" not in good["rejected"]  # isodate: every task failed on hash-ordered ids
+    assert "cannot clone" in bad["reason"]
+    tasks = load_tasks(out)
+    assert len(tasks) == good["written"]
+    for task in tasks:
+        assert not any("test_clamp_things" in t for t in task.FAIL_TO_PASS + task.PASS_TO_PASS)
+        tree = pristine_tree(task)
+        # The one test file stays, without the failing tests; the gitignored version.py is there.
+        assert (tree / "tests/test_all.py").is_file() and (tree / "src/onefile/version.py").is_file()
+        visible = (tree / "tests/test_all.py").read_text()
+        assert not any(f"def {t.split('::')[-1]}(" in visible for t in task.FAIL_TO_PASS)
+        with make_sandbox(tree, None, spec=sandbox_spec(task)) as sb:
+            run = sb.exec(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], 120)
+        assert run.exit_code == 0 and " passed" in run.stdout, run.stdout[-500:]
+        # The script fails on the base state and passes with the fix.
+        assert reproduction_shows_bug(task).shows_bug
+        assert "```python" in task.problem_statement and "Use -v" not in task.problem_statement
+    # Every rejected candidate is listed with its reason and log; no git sample hooks are stored.
+    rejects = [json.loads(line) for line in (out / good["rejects_file"]).read_text().splitlines()]
+    assert all(r["reason"] and (not r["log"] or (out / r["log"]).is_file()) for r in rejects)
+    assert not list((out / "repos").glob("*/hooks/*.sample"))
+    assert sorted(p.name for p in (out / "repos").iterdir()) == [tasks[0].repo_path.split("/")[-1]]

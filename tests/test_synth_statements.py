@@ -226,3 +226,32 @@ def test_rejects_are_on_disk_and_not_loaded_as_tasks(tmp_path):
     rec.rejected_row({"instance_id": "x"})
     (tmp_path / "lib-1.0.jsonl").write_text("")
     assert load_tasks(tmp_path) == []  # rejects/ and NAME.rejected are not task files of OUT
+
+
+def test_the_branch_that_ran_replaces_the_if_and_unused_imports_go():
+    # isodate's test_parse: `if expected is None: ... else: assert parse(...) == expected`, and an
+    # import of 18 names of which the script uses 3 (the line was too wide to quote).
+    text = textwrap.dedent("""\
+        import pytest
+        from lib import A, B, C, D, E, parse, Error
+
+        @pytest.mark.parametrize("s, expected", [("x", None), ("y", D(1))])
+        def test_parse(s, expected):
+            if expected is None:
+                with pytest.raises(Error):
+                    parse(s)
+            else:
+                assert parse(s) == expected
+        """)
+    script = reproduction(text, "t.py::test_parse[y-expected1]", line=10)
+    assert script == ("from lib import D, parse\ns, expected = ('y', D(1))\nresult = parse(s)\n"
+                      "print(repr(result))\nassert result == expected\n")
+
+
+def test_a_right_value_that_compares_wrong_is_said_so():
+    # isodate: Duration.__eq__ broken; "prints X ... Expected: X" read as nonsense.
+    script = "from lib import D\nresult = D(1) + D(2)\nprint(repr(result))\nassert result == D(3)\n"
+    out = "D(3)\nTraceback (most recent call last):\nAssertionError\n"
+    text = write_statement("lib", "1", Reproduced("t::x", script, out, "D(3)\n"), 1)
+    assert text.splitlines()[0] == "lib: `D(1) + D(2)` compares wrongly"
+    assert "which is the value it should be, yet the assertion after it fails" in text

@@ -15,7 +15,6 @@ must fail) and on the clean one (it must pass) before a statement quotes it
 from __future__ import annotations
 
 import ast
-import builtins
 import re
 
 MAX_LINES = 40
@@ -68,9 +67,7 @@ def reproduction(file_text: str, test_id: str, line: int | None = None) -> str |
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]
     if line is not None:
-        cut = next((i for i, s in enumerate(body) if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
-        if cut is not None:
-            body = body[:cut + 1]
+        body = _cut(body, line)
     if not body:
         return None
     body = [_Asserts().visit(s) for s in body]
@@ -134,6 +131,19 @@ def _narrow(tree: ast.Module, loop: tuple[ast.expr, ast.expr], param_id: str) ->
     if index is None or index >= len(elements.elts):
         return [loop]
     return [(target, _One(elements.elts[index]))]
+
+
+def _cut(body: list[ast.stmt], line: int) -> list[ast.stmt]:
+    """The statements up to the one holding ``line``; an ``if`` there becomes the branch that ran
+    (the failing line is in it, so with these parameters that branch is taken)."""
+    for i, stmt in enumerate(body):
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            if isinstance(stmt, ast.If):
+                for branch in (stmt.body, stmt.orelse):
+                    if branch and branch[0].lineno <= line <= (branch[-1].end_lineno or branch[-1].lineno):
+                        return body[:i] + _cut(branch, line)
+            return body[:i + 1]
+    return body
 
 
 def _function(tree: ast.Module, path: list[str]) -> tuple[ast.FunctionDef | None, ast.ClassDef | None]:
@@ -272,7 +282,7 @@ def _needed(tree: ast.Module, body: list[ast.stmt], skip: set[int]) -> list[ast.
                 chosen.add(id(stmt))
                 wanted |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
                 changed = True
-    out = [stmt for stmt, _ in defines if id(stmt) in chosen]
+    out = [_only_used(stmt, wanted) for stmt, _ in defines if id(stmt) in chosen]
     if any(isinstance(s, ast.ImportFrom) and s.level for s in out):
         return None  # a script run on its own has no package to be relative to
     if "pytest" in {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)} and not any(
@@ -281,5 +291,9 @@ def _needed(tree: ast.Module, body: list[ast.stmt], skip: set[int]) -> list[ast.
     return out
 
 
-def is_builtin(name: str) -> bool:
-    return hasattr(builtins, name)
+def _only_used(stmt: ast.stmt, wanted: set[str]) -> ast.stmt:
+    """``from m import a, b, c`` -> ``from m import b`` when only b is used."""
+    if isinstance(stmt, ast.ImportFrom):
+        names = [a for a in stmt.names if (a.asname or a.name) in wanted or a.name == "*"]
+        return ast.ImportFrom(stmt.module, names, stmt.level)
+    return stmt

@@ -40,13 +40,19 @@ def write_statement(package: str, version: str, repro: Reproduced, total_failing
     name = error.split(":", 1)[0].strip()
     actual, expected = _last_value(repro.buggy_output), _last_value(repro.clean_output)
     shows_result = "print(repr(result))" in repro.script and actual is not None
-    subject = f"`{call_name(repro.script)}()`" if call_name(repro.script) else "the code below"
+    equality = "assert result == " in repro.script or "== result\n" in repro.script
+    expr = _result_expr(repro.script)
+    called = "" if expr and _is_operation(expr) else call_name(repro.script)
+    subject = f"`{called}()`" if called else f"`{expr}`" if expr else "this code"
+    same = shows_result and actual == expected
     if name == "Failed" and "DID NOT RAISE" in error:
         raised = re.search(r"DID NOT RAISE <class '(?:[\w.]*\.)?(\w+)'>", error)
         what = f"does not raise {raised.group(1)}" if raised else "does not raise the expected error"
     elif name != "AssertionError":
         what = f"raises {name}" if name else "fails"
-    elif shows_result and expected is not None and max(len(actual), len(expected)) <= 40:
+    elif same:
+        what = "compares wrongly"  # the value is right; == (or its hash) is what broke
+    elif shows_result and equality and expected is not None and max(len(actual), len(expected)) <= 40:
         what = f"returns {actual} instead of {expected}"
     elif shows_result:
         what = "returns a wrong value"
@@ -55,7 +61,11 @@ def write_statement(package: str, version: str, repro: Reproduced, total_failing
     parts = [f"{package}: {subject} {what}", "",
              f"With {package} {version}, this script fails:" if version else "This script fails:", "",
              "```python", repro.script.rstrip(), "```", ""]
-    if name == "AssertionError" and shows_result:
+    if name == "AssertionError" and same:
+        parts += ["It prints", "", "```", _shown(actual), "```", "",
+                  "which is the value it should be, yet the assertion after it fails. Expected: the "
+                  "assertion holds.", ""]
+    elif name == "AssertionError" and shows_result:
         parts += ["It prints", "", "```", _shown(actual), "```", "",
                   "and the assertion after it fails. Expected: " + (f"`{_shown(expected)}`" if expected is not None
                                                                    else "the assertion holds") + ".", ""]
@@ -94,6 +104,21 @@ def call_name(script: str) -> str:
             if name and name not in _NOT_SUBJECTS and not hasattr(builtins, name):
                 return name
     return ""
+
+
+def _result_expr(script: str, limit: int = 40) -> str:
+    """The expression assigned to ``result`` (``dur1 + dur2``), when short."""
+    match = re.search(r"^\s*result = (.+)$", script, re.M)
+    return match.group(1) if match and len(match.group(1)) <= limit else ""
+
+
+def _is_operation(expr: str) -> bool:
+    """``a + b``, ``-d``, ``x[1:2]``: an operator, not a call, is what the title names."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Subscript, ast.BoolOp))
 
 
 _NOT_SUBJECTS = {"raises", "print", "repr", "approx"}
