@@ -42,3 +42,16 @@ def test_every_synthesised_repository_builds_task_trees_from_a_fresh_checkout(tm
                               capture_output=True, text=True)
         assert head.returncode == 0, f"{task.instance_id}: {head.stderr}"
         assert any(tree.glob("**/*.py")), f"{task.instance_id}: the tree has no Python code"
+
+
+def test_committed_repositories_carry_no_git_sample_hooks():
+    # 13 hooks/*.sample per repository, in every committed bare repository, served no purpose;
+    # synthesis now makes its repositories without git's template.
+    try:
+        files = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(ROOT), "ls-files", "tasks/synth/repos"],
+                               capture_output=True, text=True, check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"not a git checkout: {exc}")
+    if not files:
+        pytest.skip("tasks/synth is not in this checkout")
+    assert [f for f in files if f.endswith(".sample")] == []
