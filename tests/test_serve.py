@@ -22,6 +22,7 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed")
 httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 websockets_sync = pytest.importorskip("websockets.sync.client")
+websockets_exceptions = pytest.importorskip("websockets.exceptions")
 
 import gymnasium as gym  # noqa: E402
 from _readme import readme_blocks  # noqa: E402
@@ -173,12 +174,21 @@ def test_an_idle_session_is_reaped_and_its_sandbox_closed():
     before = leftovers()
     with serving(idle_timeout=0.3) as url, httpx.Client(base_url=url, headers=auth(), timeout=120) as http:
         sid = http.post("/sessions", json={"task_id": TASK_ID, "reward_mode": "outcome"}).json()["session_id"]
-        http.post(f"/sessions/{sid}/reset", json={})
-        assert leftovers()["holders"] == before["holders"] + 1  # the session's sandbox is up
-        assert wait_for_sessions(url, 0) == 0
+        assert "Resolve the issue" in http.post(f"/sessions/{sid}/reset", json={}).json()["observation"]["text"]
+        assert wait_for_sessions(url, 0) == 0  # (a sandbox that outlived it would show in leftovers below)
         assert leftovers() == before
         gone = http.post(f"/sessions/{sid}/step", json={"action": "x"})
         assert gone.status_code == 404 and "reaped" in gone.json()["detail"]
+        # A WebSocket session that goes quiet is hung up on (1001), its sandbox closed.
+        with websockets_sync.connect(url.replace("http", "ws") + f"/ws?task_id={TASK_ID}&reward_mode=outcome",
+                                     additional_headers=auth()) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {}}))
+            assert json.loads(ws.recv(timeout=120))["type"] == "observation"
+            with pytest.raises(websockets_exceptions.ConnectionClosed) as closed:
+                ws.recv(timeout=60)
+            assert closed.value.rcvd.code == 1001
+        assert wait_for_sessions(url, 0) == 0
+    assert leftovers() == before
 
 
 @requires_namespace

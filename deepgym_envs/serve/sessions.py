@@ -33,8 +33,7 @@ class Session:
     created: float = field(default_factory=time.monotonic)
     last_active: float = field(default_factory=time.monotonic)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    """One call at a time per session: an env is not thread-safe."""
-    busy: bool = False
+    """One call at a time per session (an env is not thread-safe); held means busy."""
     step_count: int = 0
     episode_id: str | None = None
     task_id: str | None = None
@@ -87,11 +86,9 @@ class SessionTable:
         async with session.lock:
             if self._sessions.get(session.id) is not session:
                 raise UnknownSession(f"session {session.id!r} was closed")
-            session.busy = True
             try:
                 return await self.run(fn, *args)
             finally:
-                session.busy = False
                 session.last_active = time.monotonic()
 
     async def close(self, sid: str) -> bool:
@@ -132,12 +129,19 @@ class SessionTable:
 
     async def reap_idle(self) -> list[str]:
         """Close every session idle for longer than the timeout (never one in the middle of a call)."""
-        now = time.monotonic()
-        idle = [s for s in list(self._sessions.values())
-                if s is not None and not s.busy and not s.lock.locked() and now - s.last_active > self.idle_timeout]
+        async with self._lock:
+            now = time.monotonic()
+            # Chosen and removed with no await in between: a call cannot start on one in the meantime
+            # (and one that was waiting for its lock finds it gone: UnknownSession).
+            idle = [s for s in self._sessions.values()
+                    if s is not None and not s.lock.locked() and now - s.last_active > self.idle_timeout]
+            for session in idle:
+                del self._sessions[session.id]
         for session in idle:
             log.info("reaping session %s after %.0f s idle", session.id, now - session.last_active)
-            if await self.close(session.id) and session.on_reap is not None:
+            async with session.lock:
+                await self._close_env(session)
+            if session.on_reap is not None:
                 try:
                     await session.on_reap()
                 except Exception:
