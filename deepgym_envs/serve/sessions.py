@@ -40,6 +40,8 @@ class Session:
     done: bool = True
     on_reap: Callable[[], Awaitable[None]] | None = None
     """A WebSocket session's way to hang up when the reaper closes it."""
+    closing: bool = False
+    """Being closed: unknown to new calls, but still counted (its sandbox is still there)."""
 
 
 class SessionTable:
@@ -76,7 +78,7 @@ class SessionTable:
 
     async def get(self, sid: str) -> Session:
         session = self._sessions.get(sid)
-        if session is None:
+        if session is None or session.closing:
             raise UnknownSession(f"no session {sid!r}: it was closed, reaped after {self.idle_timeout:g} s idle, "
                                  "or never made; open a new one")
         return session
@@ -84,7 +86,7 @@ class SessionTable:
     async def call(self, session: Session, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the session's env in a worker thread, one call at a time."""
         async with session.lock:
-            if self._sessions.get(session.id) is not session:
+            if session.closing:
                 raise UnknownSession(f"session {session.id!r} was closed")
             try:
                 return await self.run(fn, *args)
@@ -92,13 +94,22 @@ class SessionTable:
                 session.last_active = time.monotonic()
 
     async def close(self, sid: str) -> bool:
-        async with self._lock:
-            session = self._sessions.pop(sid, None)
-        if session is None:
+        session = self._sessions.get(sid)
+        if session is None or session.closing:
             return False
-        async with session.lock:  # let an in-flight step finish before its sandbox goes
-            await self._close_env(session)
+        session.closing = True
+        await self._retire(session)
         return True
+
+    async def _retire(self, session: Session) -> None:
+        """Close a session marked ``closing``; it leaves the table (and frees its slot) only once its
+        sandbox is gone, so the count never shows less than what is still running."""
+        try:
+            async with session.lock:  # let an in-flight step finish before its sandbox goes
+                await self._close_env(session)
+        finally:
+            async with self._lock:
+                self._sessions.pop(session.id, None)
 
     async def close_all(self) -> None:
         for sid in list(self._sessions):
@@ -129,18 +140,16 @@ class SessionTable:
 
     async def reap_idle(self) -> list[str]:
         """Close every session idle for longer than the timeout (never one in the middle of a call)."""
-        async with self._lock:
-            now = time.monotonic()
-            # Chosen and removed with no await in between: a call cannot start on one in the meantime
-            # (and one that was waiting for its lock finds it gone: UnknownSession).
-            idle = [s for s in self._sessions.values()
-                    if s is not None and not s.lock.locked() and now - s.last_active > self.idle_timeout]
-            for session in idle:
-                del self._sessions[session.id]
+        now = time.monotonic()
+        # Chosen and marked with no await in between: a call cannot start on one in the meantime
+        # (and one that was waiting for its lock finds it closing: UnknownSession).
+        idle = [s for s in self._sessions.values() if s is not None and not s.closing and not s.lock.locked()
+                and now - s.last_active > self.idle_timeout]
+        for session in idle:
+            session.closing = True
         for session in idle:
             log.info("reaping session %s after %.0f s idle", session.id, now - session.last_active)
-            async with session.lock:
-                await self._close_env(session)
+            await self._retire(session)
             if session.on_reap is not None:
                 try:
                     await session.on_reap()
