@@ -87,8 +87,13 @@ def test_synthesis_from_a_local_git_repository_makes_validated_tasks(tmp_path):
         assert task.gold_files == ["src/tinylib/ops.py"]
         tree = pristine_tree(task)
         hidden = task.hidden_test_files
-        # The tests that decide the task are not in the agent's repository; the rest are.
-        assert hidden and all(not (tree / path).exists() for path in hidden)
+        # The tests that decide the task are not in the agent's repository; the rest are. When
+        # they span every test file, they are cut out of their files instead of the files going.
+        assert hidden
+        for path in hidden:
+            if (tree / path).exists():
+                text = (tree / path).read_text()
+                assert not any(f"def {t.split('::')[-1]}(" in text for t in task.FAIL_TO_PASS if t.startswith(path))
         assert all(path.split("::")[0] in hidden for path in task.FAIL_TO_PASS)
         # No history holds the fix: the base commit has no parent.
         # safe.directory: as root the tree belongs to the sandbox's uid, not to us.

@@ -255,3 +255,14 @@ def test_a_right_value_that_compares_wrong_is_said_so():
     text = write_statement("lib", "1", Reproduced("t::x", script, out, "D(3)\n"), 1)
     assert text.splitlines()[0] == "lib: `D(1) + D(2)` compares wrongly"
     assert "which is the value it should be, yet the assertion after it fails" in text
+
+
+def test_the_computed_side_of_an_assertion_is_the_result():
+    # ordered-set: `assert set1 - set2 == OrderedSet([...])` printed the expected constructor as
+    # "returns OrderedSet(['r', 'c', 'd']) instead of OrderedSet(['r', 'c', 'd'])".
+    text = "from ordered_set import OrderedSet\n\n\ndef test_sub():\n    s, t = OrderedSet('ab'), OrderedSet('b')\n" \
+           "    assert s - t == OrderedSet(['a'])\n\n\ndef test_rev():\n    assert [1, 2] == f(2)\n"
+    assert "result = s - t\nprint(repr(result))\nassert result == OrderedSet(['a'])\n" in reproduction(
+        text, "t.py::test_sub")
+    assert "result = f(2)" in reproduction(text.replace("from ordered_set", "from m import f\nfrom ordered_set"),
+                                           "t.py::test_rev")

@@ -240,9 +240,10 @@ def _show_result(stmt: ast.stmt) -> list[ast.stmt]:
             and isinstance(stmt.test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.In, ast.NotIn))):
         return [stmt]
     cmp = stmt.test
-    left_calls, right_calls = (any(isinstance(n, ast.Call) for n in ast.walk(side))
-                               for side in (cmp.left, cmp.comparators[0]))
-    use_right = right_calls and not left_calls and not isinstance(cmp.ops[0], (ast.In, ast.NotIn))
+    # `assert actual == expected` is the convention; the other way round when only the left
+    # side looks like a written-out value (`assert [1, 2] == f(x)`, `assert OrderedSet("ab") == s - t`).
+    use_right = (_literalish(cmp.left) and not _literalish(cmp.comparators[0])
+                 and not isinstance(cmp.ops[0], (ast.In, ast.NotIn)))
     actual = cmp.comparators[0] if use_right else cmp.left
     if isinstance(actual, ast.Name):
         return [ast.Expr(_call("print", _call("repr", actual))), stmt]
@@ -250,6 +251,26 @@ def _show_result(stmt: ast.stmt) -> list[ast.stmt]:
     new_cmp = (ast.Compare(cmp.left, cmp.ops, [result]) if use_right else ast.Compare(result, cmp.ops, cmp.comparators))
     return [ast.Assign([ast.Name("result", ast.Store())], actual), ast.Expr(_call("print", _call("repr", result))),
             ast.Assert(new_cmp)]
+
+
+def _literalish(node: ast.expr) -> bool:
+    """A value written out in the test: constants, containers of them, ``Class(constants)``, ``expected``."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _literalish(node.operand)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(_literalish(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is None or _literalish(k) for k in node.keys) and all(_literalish(v) for v in node.values)
+    if isinstance(node, ast.Name):
+        return node.id.lower().startswith(("expect", "want", "correct"))
+    if isinstance(node, ast.Call):
+        func = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(
+            node.func, ast.Attribute) else ""
+        return func[:1].isupper() and all(_literalish(a) for a in node.args) and all(
+            _literalish(k.value) for k in node.keywords)
+    return False
 
 
 def _needed(tree: ast.Module, body: list[ast.stmt], skip: set[int]) -> list[ast.stmt] | None:
