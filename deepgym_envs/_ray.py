@@ -4,6 +4,8 @@ Three things every Ray entry point needs:
 
 * a lazy import of Ray with an install hint, so ``import deepgym_envs`` never pulls Ray in;
 * the cluster's nodes, to place one long-lived worker per node;
+* reaping, once per worker process, the sandboxes that a killed worker on the same node left
+  behind (a SIGKILLed process cannot remove its temp dirs; the next worker there can);
 * shipping local task repositories to nodes that do not have them. A task's ``repo_path`` is a
   directory on the driver; on a multi-node cluster the other nodes usually lack it. The driver
   packs each repository once (a tar.gz in Ray's object store) and each node unpacks it into its own
@@ -20,7 +22,9 @@ import os
 import shutil
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import Iterable
@@ -65,6 +69,48 @@ def worker_nodes(ray: ModuleType) -> list[str]:
 def should_ship(ray: ModuleType, ship_repos: bool | None) -> bool:
     """None = ship repositories only when the cluster has more than one node."""
     return len(worker_nodes(ray)) > 1 if ship_repos is None else ship_repos
+
+
+@lru_cache(maxsize=1)
+def reap_node_once() -> list[str]:
+    """Remove what dead sandbox owners left on this node (``deepgym sandbox reap``), once per
+    process: Ray reuses worker processes, so this runs when a node's worker starts, not per task.
+    Only leftovers whose owner process is gone are touched, so live runs sharing the node are safe."""
+    from deepgym_envs.sandbox.reap import reap
+
+    try:
+        return reap()
+    except Exception:  # best effort: a leftover costs disk, a failed grading would cost a verdict
+        return []
+
+
+def reap_after(pid: int, wait: float = 120.0) -> list[str]:
+    """Once process ``pid`` on this node has exited (a worker just killed may still be exiting),
+    reap what it and other dead owners left."""
+    from deepgym_envs.sandbox.reap import reap
+
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.1)
+    return reap()
+
+
+def reap_nodes(ray: ModuleType) -> list[str]:
+    """Run the reaper once on every alive node (after a batch lost a worker there)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from deepgym_envs.sandbox.reap import reap
+
+    remote = ray.remote(num_cpus=0, max_retries=0)(reap)
+    refs = [remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+            for node in worker_nodes(ray)]
+    removed: list[str] = []
+    for ref in refs:
+        try:
+            removed += ray.get(ref, timeout=120)
+        except Exception:  # that node went too: nothing of it to clean from here
+            pass
+    return removed
 
 
 @dataclass(frozen=True)

@@ -32,14 +32,17 @@ from deepgym_envs.tasks import Task
 
 def run_batch(task: Task, patches: Iterable[str], workers: int | None = None, *, backend: str | None = None,
               limits: SandboxLimits | None = None, timeout: float = GRADING_TIMEOUT,
-              executor: str = "thread", warm: bool = True) -> list[Verdict]:
+              executor: str = "thread", warm: bool = True, retries: int = 2,
+              straggler_after: float | None = None) -> list[Verdict]:
     """Grade every patch against ``task``'s hidden tests; one Verdict per patch, in order.
 
     ``executor``: ``"thread"`` grades on this machine, ``workers`` at a time (default: the number
     of CPUs; grading is process-bound, threads only wait). ``"ray"`` grades on a Ray cluster
     (:mod:`deepgym_envs.ray_batch`), one CPU per grading, ``workers`` capping how many are in
     flight; it joins the cluster ``ray.init`` was called with, else ``$RAY_ADDRESS``, else starts a
-    local instance.
+    local instance. Ray only: a candidate whose worker or node is lost is re-run up to ``retries``
+    more times, then is a ``no_verdict`` saying so; with ``straggler_after`` (seconds), a candidate
+    still running that long gets a second copy on a free CPU, and the first result wins.
     """
     patches = list(patches)
     if not all(isinstance(p, str) for p in patches):
@@ -47,7 +50,8 @@ def run_batch(task: Task, patches: Iterable[str], workers: int | None = None, *,
     if executor == "ray":
         from deepgym_envs.ray_batch import run_batch_ray  # Ray is optional: imported only when asked for
 
-        return run_batch_ray(task, patches, workers, backend=backend, limits=limits, timeout=timeout)
+        return run_batch_ray(task, patches, workers, backend=backend, limits=limits, timeout=timeout,
+                             retries=retries, straggler_after=straggler_after)
     if executor != "thread":
         raise DeepgymError(f"unknown executor {executor!r}; choose 'thread' or 'ray'")
     workers = max(1, min(workers or os.cpu_count() or 1, len(patches) or 1))
