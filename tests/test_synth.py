@@ -126,6 +126,16 @@ def test_a_project_without_tests_is_reported_and_the_run_goes_on(tmp_path):
     assert "cannot clone" in reports[1].reason
 
 
+def test_a_root_test_py_is_a_test_suite(tmp_path):
+    # pygtrie ships its suite as test.py at the root and was told "no tests shipped".
+    from deepgym_envs.synth.project import read_layout
+
+    (tmp_path / "pygtrie.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "test.py").write_text("import pygtrie\n\n\ndef test_f():\n    assert pygtrie.f() == 1\n")
+    layout = read_layout(tmp_path)
+    assert layout.test_targets == ("test.py",) and layout.modules == ("pygtrie.py",)
+
+
 def test_source_specs_parse_and_reject_nonsense():
     spec = SourceSpec.parse("pypi:cachetools==5.3.3")
     assert (spec.kind, spec.name, spec.version) == ("pypi", "cachetools", "5.3.3")
@@ -141,10 +151,13 @@ def test_the_cli_reports_failures_per_source(tmp_path, capsys):
     from deepgym_envs.cli import main
 
     bare = _git_repo(tmp_path / "notests", {"notests.py": "def f(x):\n    return x + 1\n"})
-    code = main(["tasks", "synth", "--from", f"git:{bare}", "--out", str(tmp_path / "out"), "--host-python"])
+    code = main(["tasks", "synth", "--from", f"git:{bare}", "--out", str(tmp_path / "out"), "--host-python",
+                 "--no-validate"])
     out = capsys.readouterr().out
     assert code == 1
     assert "no tests shipped" in out
+    assert "0 tasks (not validated: --no-validate)" in out and "validated tasks" not in out
+    assert not (tmp_path / "out" / "repos").exists() and not (tmp_path / "out" / "envs").exists()
     summary = json.loads((tmp_path / "out" / "synth-summary.json").read_text())
     assert summary["tasks"] == 0 and summary["sources"][0]["reason"].startswith("no tests shipped")
 

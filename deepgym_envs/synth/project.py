@@ -35,6 +35,7 @@ _SKIP_DIRS = {"docs", "doc", "examples", "example", "benchmarks", "bench", "buil
 _SKIP_FILES = {"setup.py", "conftest.py", "noxfile.py", "fabfile.py", "tasks.py", "conf.py", "_version.py",
                "version.py", "__main__.py", "__about__.py"}
 _TEST_EXTRAS = ("test", "tests", "testing")
+_ROOT_TEST_FILES = ("test.py", "tests.py")
 _META_BYTES = 1 << 20
 
 
@@ -81,7 +82,7 @@ def _test_targets(root: Path) -> list[str]:
                 dirs.remove(d)  # one target covers everything below it
         if rel == ".":
             # pygtrie ships its suite as test.py at the root.
-            targets += sorted(f for f in files if _is_test_file(f) or f in ("test.py", "tests.py"))
+            targets += sorted(f for f in files if _is_test_file(f) or f in _ROOT_TEST_FILES)
     return targets
 
 
@@ -100,7 +101,8 @@ def _modules(root: Path, import_root: Path) -> list[str]:
             continue
         for name in files:
             rel = os.path.relpath(here / name, root)
-            if name.endswith(".py") and name not in _SKIP_FILES and not is_test_path(rel):
+            if name.endswith(".py") and name not in _SKIP_FILES and not is_test_path(rel) \
+                    and rel not in _ROOT_TEST_FILES:
                 out.append(rel)
     return out
 
