@@ -13,10 +13,10 @@ import argparse
 import pytest
 
 from conftest import requires_namespace
+from deepgym_envs import docker_engine as docker_backend
 from deepgym_envs.audit import weak
 from deepgym_envs.audit.cli import add_audit_parser
 from deepgym_envs.errors import SandboxUnavailable
-from deepgym_envs.sandbox import docker as docker_backend
 
 
 @pytest.fixture
