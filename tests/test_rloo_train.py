@@ -11,11 +11,13 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
+from deepgym_agents.rloo.cli import config_from_args  # noqa: E402
 from deepgym_agents.rloo.collect import DirectCollector  # noqa: E402
+from deepgym_agents.rloo.online import make_collector  # noqa: E402
 from deepgym_agents.rloo.metrics import read_metrics  # noqa: E402
 from deepgym_agents.rloo.tiny import tiny_causal_lm, word_tokenizer  # noqa: E402
 from deepgym_agents.trajectory import append_trajectories, read_trajectories  # noqa: E402
-from deepgym_envs.cli import main  # noqa: E402
+from deepgym_envs.cli import build_parser, main  # noqa: E402
 from deepgym_envs.gridnav import VOCABULARY, gridnav_tasks  # noqa: E402
 
 GRID = ["--env-id", "deepgym/GridNav-v0", "--k", "4", "--tasks-per-step", "3", "--lr", "1e-3", "--no-show-progress"]
@@ -25,6 +27,15 @@ GRID = ["--env-id", "deepgym/GridNav-v0", "--k", "4", "--tasks-per-step", "3", "
 def policy():
     tok = word_tokenizer(VOCABULARY)
     return tiny_causal_lm(len(tok), seed=0, hidden=32, layers=1, heads=2), tok
+
+
+@pytest.mark.parametrize("flags, penalty", [([], 0.05), (["--invalid-action-penalty", "0.5"], 0.5)])
+def test_the_trainers_reward_config_is_the_one_the_environment_pays_by(policy, flags, penalty):
+    model, tok = policy
+    config = config_from_args(build_parser().parse_args(["train", "--online", *GRID, *flags]))
+    trajs = make_collector(config, model, tok).collect([t.instance_id for t in gridnav_tasks()[:2]], 2)
+    paid = {turn.reward_components["invalid_action"] for traj in trajs for turn in traj.turns}
+    assert paid == {0.0, -penalty}  # an untrained policy makes moves and non-moves alike
 
 
 def test_direct_collector_records_what_was_sampled(policy):
