@@ -77,6 +77,10 @@ class SharedTexts(Sequence[str]):
         return f"SharedTexts({tuple(self)!r})"
 
 
+def _ints(shared_memory: SynchronizedArray) -> np.ndarray:
+    return np.frombuffer(shared_memory.get_obj(), dtype=np.int32)  # type: ignore[call-overload]
+
+
 @create_shared_memory.register(AnyText)
 def _create(space: AnyText, n: int = 1, ctx: ModuleType = mp) -> SynchronizedArray:
     return ctx.Array(np.dtype(np.int32).char, n * (space.max_length + 1))
@@ -84,8 +88,7 @@ def _create(space: AnyText, n: int = 1, ctx: ModuleType = mp) -> SynchronizedArr
 
 @read_from_shared_memory.register(AnyText)
 def _read(space: AnyText, shared_memory: SynchronizedArray, n: int = 1) -> SharedTexts:
-    data = np.frombuffer(shared_memory.get_obj(), dtype=np.int32)
-    return SharedTexts(data.reshape((n, space.max_length + 1)))
+    return SharedTexts(_ints(shared_memory).reshape((n, space.max_length + 1)))
 
 
 @write_to_shared_memory.register(AnyText)
@@ -93,6 +96,6 @@ def _write(space: AnyText, index: int, value: str, shared_memory: SynchronizedAr
     points = np.frombuffer(value.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
     if len(points) > space.max_length:
         raise ValueError(f"an observation of {len(points)} characters does not fit the space's {space.max_length}")
-    row = np.frombuffer(shared_memory.get_obj(), dtype=np.int32)[index * (space.max_length + 1):]
+    row = _ints(shared_memory)[index * (space.max_length + 1):]
     row[1:1 + len(points)] = points
     row[0] = len(points)

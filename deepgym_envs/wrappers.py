@@ -9,7 +9,7 @@ outside the ``TimeLimit``) grades such a step on the spot.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
@@ -30,7 +30,7 @@ class GradeOnTruncation(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
         RecordConstructorArgs.__init__(self)
         gym.Wrapper.__init__(self, env)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         end_episode = getattr(self.env.unwrapped, "end_episode", None)
         if truncated and not terminated and "verdict" not in info and callable(end_episode):
@@ -41,8 +41,8 @@ class GradeOnTruncation(gym.Wrapper[Any, Any, Any, Any], RecordConstructorArgs):
                 reward = float(reward) + extra
         return obs, reward, terminated, truncated, info
 
-    @property
-    def spec(self) -> EnvSpec | None:
+    @property  # a property over Env's attribute, as in Gymnasium's own wrappers
+    def spec(self) -> EnvSpec | None:  # type: ignore[override]
         spec = super().spec
         own = getattr(self.env.unwrapped, "max_steps", 0) or None
         if spec is not None and own is not None and (spec.max_episode_steps is None or own < spec.max_episode_steps):

@@ -96,7 +96,7 @@ def create_app(config: ServeConfig, tasks: list[Task] | None = None) -> FastAPI:
         return {"action": StepRequest.model_json_schema(), "observation": StepResponse.model_json_schema(),
                 "state": SessionState.model_json_schema(), "session": SessionConfig.model_json_schema()}
 
-    errors = {status.HTTP_401_UNAUTHORIZED: {"model": ErrorBody}, status.HTTP_404_NOT_FOUND: {"model": ErrorBody},
+    errors: dict[int | str, dict[str, Any]] = {status.HTTP_401_UNAUTHORIZED: {"model": ErrorBody}, status.HTTP_404_NOT_FOUND: {"model": ErrorBody},
               status.HTTP_409_CONFLICT: {"model": ErrorBody}, 500: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
     @app.post("/sessions", status_code=201, response_model=SessionCreated, dependencies=[Depends(auth)],
@@ -205,12 +205,12 @@ async def _serve_socket(ws: WebSocket, table: SessionTable, session: Session) ->
             continue
         try:
             if kind == "reset":
-                body = ResetRequest.model_validate(data or {})
-                await ws.send_json({"type": "observation", "data": (await _reset(table, session, body)).model_dump()})
+                reset = ResetRequest.model_validate(data or {})
+                await ws.send_json({"type": "observation", "data": (await _reset(table, session, reset)).model_dump()})
             elif kind == "step":
-                body = StepRequest.model_validate({"action": data})
+                step = StepRequest.model_validate({"action": data})
                 await ws.send_json({"type": "observation",
-                                    "data": (await _step(table, session, body.action)).model_dump()})
+                                    "data": (await _step(table, session, step.action)).model_dump()})
             elif kind == "state":
                 await ws.send_json({"type": "state", "data": _state(session).model_dump()})
             elif kind == "close":
