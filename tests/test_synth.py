@@ -260,9 +260,12 @@ def test_one_test_file_and_hash_ordered_ids_still_make_valid_tasks_with_visible_
         assert (tree / "tests/test_all.py").is_file() and (tree / "src/onefile/version.py").is_file()
         visible = (tree / "tests/test_all.py").read_text()
         assert not any(f"def {t.split('::')[-1]}(" in visible for t in task.FAIL_TO_PASS)
+        # The agent can run what stays of the suite, and its reliable tests pass.
+        visible_p2p = [t for t in task.PASS_TO_PASS if f"def {t.split('::')[-1]}(" in visible]
+        assert visible_p2p
         with make_sandbox(tree, None, spec=sandbox_spec(task)) as sb:
-            run = sb.exec(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], 120)
-        assert run.exit_code == 0 and " passed" in run.stdout, run.stdout[-500:]
+            run = sb.exec(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *visible_p2p], 120)
+        assert run.exit_code == 0 and f"{len(visible_p2p)} passed" in run.stdout, run.stdout[-500:]
         # The script fails on the base state and passes with the fix.
         assert reproduction_shows_bug(task).shows_bug
         assert "```python" in task.problem_statement and "Use -v" not in task.problem_statement
