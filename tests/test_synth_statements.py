@@ -266,3 +266,14 @@ def test_the_computed_side_of_an_assertion_is_the_result():
         text, "t.py::test_sub")
     assert "result = f(2)" in reproduction(text.replace("from ordered_set", "from m import f\nfrom ordered_set"),
                                            "t.py::test_rev")
+
+
+def test_a_failure_that_names_the_removed_variable_is_not_a_task():
+    # `pass  # type: Set[T]`: a dropped first assignment ends in an error naming the variable.
+    from deepgym_envs.synth.drafts import names_its_cause
+
+    tb = "Traceback (most recent call last):\n  File \"<string>\", line 3, in <module>\n"
+    assert names_its_cause(tb + "UnboundLocalError: cannot access local variable 'items'\n")
+    assert names_its_cause(tb + "NameError: name 'seen' is not defined\n")
+    assert not names_its_cause(tb + "KeyError: 'b'\n")
+    assert not names_its_cause("NameError: printed, not raised\n")

@@ -5,6 +5,7 @@ Each step may turn a kept bug down, and says why in the project's rejects file:
 - ``duplicate``: the same buggy module as an earlier bug, or the same failing tests and the same
   problem statement (two edits an agent could not tell apart);
 - ``no visible test would remain``: hiding the failing tests leaves the agent no suite to run;
+- ``the failure names its own cause``: the script ends in a NameError or UnboundLocalError;
 - ``no standalone reproduction``: none of the first failing tests gives a script that fails on
   the buggy code and passes on the clean code (:mod:`deepgym_envs.synth.repro`), so there is
   nothing true to put in the issue.
@@ -26,7 +27,7 @@ from deepgym_envs.synth.hide import strip_tests, test_path
 from deepgym_envs.synth.mutate import Mutation
 from deepgym_envs.synth.repro import failing_line, reproduction
 from deepgym_envs.synth.runner import SuiteRunner, failure_sections, header_name
-from deepgym_envs.synth.statement import Reproduced, write_statement
+from deepgym_envs.synth.statement import Reproduced, exception_name, write_statement
 from deepgym_envs.synth.writer import TaskDraft
 
 if TYPE_CHECKING:
@@ -116,6 +117,10 @@ def with_statements(drafts: list[TaskDraft], clean: Path, env: PythonEnv, fetche
                 log = rec.log(f"reproduce-{d.instance_id}", tried)
                 report.rejected["no standalone reproduction"] += 1
                 rec.reject("statement", "no standalone reproduction", log=log, **_draft_fields(d))
+            elif names_its_cause(repro.buggy_output):
+                log = rec.log(f"reproduce-{d.instance_id}", repro.script + "\n" + repro.buggy_output)
+                report.rejected["the failure names its own cause"] += 1
+                rec.reject("statement", "the failure names its own cause", log=log, **_draft_fields(d))
             else:
                 statement = write_statement(fetched.name, fetched.version, repro, len(d.fail_to_pass))
                 key = (frozenset(d.fail_to_pass), statement)
@@ -128,6 +133,12 @@ def with_statements(drafts: list[TaskDraft], clean: Path, env: PythonEnv, fetche
                     out.append(dataclasses.replace(d, problem_statement=statement))
             advance(d.instance_id)
     return out
+
+
+def names_its_cause(output: str) -> bool:
+    """A NameError or UnboundLocalError names the variable whose assignment went: the failure points
+    at the removed line instead of at behaviour."""
+    return exception_name(output) in ("NameError", "UnboundLocalError")
 
 
 def find_reproduction(runner: SuiteRunner, d: TaskDraft, root: Path) -> tuple[Reproduced | None, str]:

@@ -136,6 +136,11 @@ def _exception_line(output: str) -> str:
     return ""
 
 
+def exception_name(output: str) -> str:
+    """``KeyError`` for a traceback ending in ``KeyError: 'b'`` ('' without a traceback)."""
+    return _exception_line(output).split(":", 1)[0].strip()
+
+
 def _last_value(output: str) -> str | None:
     """The last line the script printed before any traceback (the ``repr`` of ``result``)."""
     lines = output.split("Traceback (most recent call last)", 1)[0].strip().splitlines()
