@@ -16,7 +16,11 @@ import asyncio
 
 import pytest
 
-from tests._fixtures import needs_namespace
+from deepgym_envs.sandbox.namespace import available
+
+# Not tests._fixtures: verl's wheel installs a top-level package named "tests" that shadows ours.
+NS_OK, NS_WHY = available()
+needs_namespace = pytest.mark.skipif(not NS_OK, reason=f"namespace sandbox unavailable here: {NS_WHY}")
 
 
 def readme_snippet(heading: str, fallback: str, fence: str = "python") -> str:
@@ -50,7 +54,7 @@ AGENT_LOOP_YAML = """
 class InProcessServer:
     """verl's ``LLMServerClient.generate`` contract, answered by one of our engines in this process."""
 
-    def __init__(self, llm, max_tokens=64):
+    def __init__(self, llm, max_tokens=256):
         self.llm, self.max_tokens, self.prompts, self.completions = llm, max_tokens, [], []
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
@@ -66,7 +70,7 @@ class InProcessServer:
                            log_probs=gen.logprobs if sampling_params.get("logprobs") else None, stop_reason="completed")
 
 
-def _run_loop(tmp_path, llm, *, response_length=2048, row=None):
+def _run_loop(tmp_path, llm, *, response_length=2048, max_tokens=256, row=None):
     """Instantiate the registered loop the way verl's AgentLoopWorker does, and run one row."""
     import hydra
     from omegaconf import OmegaConf
@@ -83,7 +87,7 @@ def _run_loop(tmp_path, llm, *, response_length=2048, row=None):
                                                                  "response_length": response_length}},
                                "data": {}})
     tokenizer = build_tokenizer()
-    server = InProcessServer(llm(tokenizer))
+    server = InProcessServer(llm(tokenizer), max_tokens)
     row = row or dataset_rows([TASK])[0]
 
     async def main():  # the loop binds the running event loop when built, as in a verl worker
@@ -129,9 +133,13 @@ def test_tiny_model_episode_out_of_budget_is_graded(tmp_path):
     from deepgym_agents.llm.hf import HFBackend
     from deepgym_agents.tiny_model import build_model
 
-    loop, out, server, _ = _run_loop(tmp_path, lambda tok: HFBackend(build_model(tok), tok), response_length=40)
+    loop, out, server, _ = _run_loop(tmp_path, lambda tok: HFBackend(build_model(tok), tok), response_length=40,
+                                     max_tokens=24)
     assert out.extra_fields["verdict"] == "unresolved" and out.extra_fields["stop_reason"] == "response_length"
-    assert len(out.response_ids) <= 40 and out.response_logprobs is not None
+    # the model's 24 ids, then the start of the tool result the budget cut
+    assert out.response_mask == [1] * len(server.completions[0]) + [0] * (40 - len(server.completions[0]))
+    assert out.response_ids[:len(server.completions[0])] == server.completions[0]
+    assert out.response_logprobs is not None
     sampled = [lp for lp, m in zip(out.response_logprobs, out.response_mask) if m]
     assert sampled and all(lp <= 0.0 for lp in sampled) and any(lp < 0.0 for lp in sampled)
 
