@@ -270,12 +270,14 @@ class EnvPool:
         return self._actor_cls.options(scheduling_strategy=strategy, **self._options).remote(
             env_id, kwargs_ref, envs, bundles_ref)
 
-    def _least_loaded_node(self, prefer: str | None = None) -> str:
+    def _least_loaded_node(self, prefer: str | None = None, avoid: str | None = None) -> str:
         """``prefer`` if it is alive; else an alive node with no worker of this pool (one that joined
-        since), else the alive node whose workers hold the fewest environments."""
+        since), else the alive node whose workers hold the fewest environments; ``avoid`` only if
+        no other node is alive."""
         nodes = worker_nodes(self._ray)
         if prefer in nodes:
             return prefer
+        nodes = [n for n in nodes if n != avoid] or nodes
         load = {n: 0 for n in nodes}
         for slot in self._slots.values():
             if slot.info.node_id in load:
@@ -290,13 +292,20 @@ class EnvPool:
                 return  # already replaced by another thread's call
             self._lost.update({i: reason for i in slot.envs})
             self._kill([actor], close=False)
-            try:
-                new = self._start(self._least_loaded_node(prefer=slot.info.node_id), sorted(slot.envs))
-                old, slot.info, slot.actor = slot.info, self._get(new.describe.remote()), new
+            old = slot.info
+            # Its own node first; if that fails (the node is dead, though Ray may not have noticed
+            # yet), the least-loaded other one.
+            for node in (old.node_id, None):
+                new = None
+                try:
+                    new = self._start(self._least_loaded_node(prefer=node, avoid=old.node_id), sorted(slot.envs))
+                    slot.info, slot.actor = self._get(new.describe.remote()), new
+                except (InfrastructureError, self._ray.exceptions.RayError):  # WorkerLost is one
+                    self._kill([new] if new is not None else [], close=False)
+                    continue  # after both: the next call on these environments tries again
                 if slot.info.node_id == old.node_id:  # what the killed worker left on this node
                     new.reap_after.remote(old.pid)
-            except (InfrastructureError, self._ray.exceptions.RayError):  # WorkerLost is one
-                pass  # no node can take it now: the next call on these environments tries again
+                return
 
     def _grow(self) -> int:
         """A new environment on the least-loaded node (called with the lock held)."""
