@@ -100,6 +100,7 @@ def _fix_once_script():
     return script
 
 
+@pytest.mark.slow
 @needs_namespace
 def test_rollout_func_step_trains_on_engine_ids_and_moves_the_weights(tmp_path):
     from trl import GRPOTrainer
@@ -117,8 +118,14 @@ def test_rollout_func_step_trains_on_engine_ids_and_moves_the_weights(tmp_path):
 
     rollout = DeepGymRollout(CollectConfig(env_id="deepgym/SWE-Bash-v0", max_steps=4, concurrency=2),
                              llm=lambda trainer: ScriptedLLM(_fix_once_script(), tokenizer=trainer.processing_class))
+    handed = []  # what TRL got back from the rollout function
+
+    def recording_rollout(prompts, trainer):
+        handed.append(rollout(prompts, trainer))
+        return handed[-1]
+
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[episode_return, recording_outcome],
-                          rollout_func=rollout, train_dataset=rollout_dataset([TASK]), args=_config(tmp_path))
+                          rollout_func=recording_rollout, train_dataset=rollout_dataset([TASK]), args=_config(tmp_path))
     before = _weights(trainer.model)
     try:
         trainer.train()
@@ -129,17 +136,17 @@ def test_rollout_func_step_trains_on_engine_ids_and_moves_the_weights(tmp_path):
     fixed = next(t for t in trajs if t.resolved)
     assert len(fixed.turns) == 2 and seen["turn_rewards"][trajs.index(fixed)] == fixed.rewards
     # what TRL trained on: the loop's ids, the environment's tokens masked out
-    out = __import__("deepgym_agents.integrations.trl", fromlist=["to_trl"]).to_trl(trajs, pad_id=0)
-    flat = fixed.flatten()
-    cut = len(fixed.turns[0].prompt_ids)
-    assert out["prompt_ids"][trajs.index(fixed)] + out["completion_ids"][trajs.index(fixed)] == flat.input_ids
-    mask = out["env_mask"][trajs.index(fixed)]
-    assert sum(mask) == sum(len(t.completion_ids) for t in fixed.turns) and 0 in mask and len(mask) == len(flat.input_ids) - cut
+    i, flat = trajs.index(fixed), fixed.flatten()
+    (out,) = handed
+    assert out["prompt_ids"][i] == fixed.turns[0].prompt_ids
+    assert out["prompt_ids"][i] + out["completion_ids"][i] == flat.input_ids
+    assert out["env_mask"][i] == flat.loss_mask[len(out["prompt_ids"][i]):] and 0 in out["env_mask"][i]
     after = dict(trainer.model.named_parameters())
     assert any(not torch.equal(before[name], after[name].detach()) for name in before)
     assert trainer.state.global_step == 1
 
 
+@pytest.mark.slow
 @needs_namespace
 def test_readme_snippet_trains_the_tiny_model(tmp_path, monkeypatch):
     """The trainer's own model generates (HFBackend on the unwrapped module): real ids and logprobs."""
