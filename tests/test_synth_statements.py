@@ -277,3 +277,18 @@ def test_a_failure_that_names_the_removed_variable_is_not_a_task():
     assert names_its_cause(tb + "NameError: name 'seen' is not defined\n")
     assert not names_its_cause(tb + "KeyError: 'b'\n")
     assert not names_its_cause("NameError: printed, not raised\n")
+
+
+def test_a_plain_variable_check_names_the_call_before_it():
+    # ordered-set: `s.remove('a'); assert s == OrderedSet('rcd')` was titled "`OrderedSet()` gives a
+    # wrong result" and showed only "AssertionError".
+    script = "from ordered_set import OrderedSet\ns = OrderedSet('abc')\ns.remove('a')\nprint(repr(s))\n" \
+             "assert s == OrderedSet('bc')\n"
+    out = "OrderedSet(['a', 'c'])\nTraceback (most recent call last):\nAssertionError\n"
+    text = write_statement("ordered-set", "4.1.0", Reproduced("t::x", script, out, "OrderedSet(['b', 'c'])\n"), 1)
+    assert text.splitlines()[0] == "ordered-set: `remove()` returns OrderedSet(['a', 'c']) instead of " \
+                                   "OrderedSet(['b', 'c'])"
+    assert "It prints" in text and "Expected: `OrderedSet(['b', 'c'])`" in text
+    assert call_name("import pickle\nr = pickle.loads(pickle.dumps(s))\nprint(repr(r))\nassert r == s\n") \
+        == "pickle.loads"
+    assert call_name("import pytest\ne = s.pop()\npytest.raises(KeyError, s.pop)\n") == "pop"

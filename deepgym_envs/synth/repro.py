@@ -242,7 +242,7 @@ def _show_result(stmt: ast.stmt) -> list[ast.stmt]:
     cmp = stmt.test
     # `assert actual == expected` is the convention; the other way round when only the left
     # side looks like a written-out value (`assert [1, 2] == f(x)`, `assert OrderedSet("ab") == s - t`).
-    use_right = (_literalish(cmp.left) and not _literalish(cmp.comparators[0])
+    use_right = (literalish(cmp.left) and not literalish(cmp.comparators[0])
                  and not isinstance(cmp.ops[0], (ast.In, ast.NotIn)))
     actual = cmp.comparators[0] if use_right else cmp.left
     if isinstance(actual, ast.Name):
@@ -253,23 +253,23 @@ def _show_result(stmt: ast.stmt) -> list[ast.stmt]:
             ast.Assert(new_cmp)]
 
 
-def _literalish(node: ast.expr) -> bool:
+def literalish(node: ast.expr) -> bool:
     """A value written out in the test: constants, containers of them, ``Class(constants)``, ``expected``."""
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.UnaryOp):
-        return _literalish(node.operand)
+        return literalish(node.operand)
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return all(_literalish(e) for e in node.elts)
+        return all(literalish(e) for e in node.elts)
     if isinstance(node, ast.Dict):
-        return all(k is None or _literalish(k) for k in node.keys) and all(_literalish(v) for v in node.values)
+        return all(k is None or literalish(k) for k in node.keys) and all(literalish(v) for v in node.values)
     if isinstance(node, ast.Name):
         return node.id.lower().startswith(("expect", "want", "correct"))
     if isinstance(node, ast.Call):
         func = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(
             node.func, ast.Attribute) else ""
-        return func[:1].isupper() and all(_literalish(a) for a in node.args) and all(
-            _literalish(k.value) for k in node.keywords)
+        return func[:1].isupper() and all(literalish(a) for a in node.args) and all(
+            literalish(k.value) for k in node.keywords)
     return False
 
 

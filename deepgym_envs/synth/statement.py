@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+
+from deepgym_envs.synth.repro import literalish
 from dataclasses import dataclass
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
@@ -39,8 +41,8 @@ def write_statement(package: str, version: str, repro: Reproduced, total_failing
     error = _exception_line(repro.buggy_output)
     name = error.split(":", 1)[0].strip()
     actual, expected = _last_value(repro.buggy_output), _last_value(repro.clean_output)
-    shows_result = "print(repr(result))" in repro.script and actual is not None
-    equality = "assert result == " in repro.script or "== result\n" in repro.script
+    shows_result = "print(repr(" in repro.script and actual is not None
+    equality = bool(re.search(r"^assert \w+ == ", repro.script, re.M))
     expr = _result_expr(repro.script)
     called = "" if expr and _is_operation(expr) else call_name(repro.script)
     subject = f"`{called}()`" if called else f"`{expr}`" if expr else "this code"
@@ -79,31 +81,51 @@ def write_statement(package: str, version: str, repro: Reproduced, total_failing
 
 
 def call_name(script: str) -> str:
-    """The function or method the failing statement calls (the last one assigned to ``result``, or the
-    script's last statement): what a person would name in the title."""
+    """The function or method the failing statement calls (the one assigned to ``result``, or the
+    script's last statement), else the last call before it (``s.remove('b')`` before
+    ``assert s == ...``): what a person would name in the title."""
     try:
         tree = ast.parse(script)
     except SyntaxError:
         return ""
+    modules = {(a.asname or a.name) for s in tree.body if isinstance(s, ast.Import) for a in s.names}
     body: list[ast.stmt] = tree.body
-    target: ast.stmt | None = None
     while body:
-        assigns = [s for s in body if isinstance(s, ast.Assign) and any(
+        assigns = [i for i, s in enumerate(body) if isinstance(s, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "result" for t in s.targets)]
-        target = assigns[-1] if assigns else body[-1]
-        inner = getattr(target, "body", None)
-        if assigns or not isinstance(inner, list) or not inner:
+        at = assigns[-1] if assigns else len(body) - 1
+        inner = getattr(body[at], "body", None)
+        if assigns or not isinstance(inner, list) or not inner or isinstance(body[at], ast.With):
             break
         body = inner
-    if target is None:
+    else:
         return ""
-    for node in ast.walk(target):
-        if isinstance(node, ast.Call):
-            func = node.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name and name not in _NOT_SUBJECTS and not hasattr(builtins, name):
-                return name
+    # The failing statement first, then the ones before it, nearest first.
+    for stmt in [body[at], *reversed(body[:at])]:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue
+        parts: list[ast.AST] = [stmt]
+        if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare):
+            # Not the written-out expected value: `assert s == OrderedSet('bc')` is about s.
+            parts = [x for x in (stmt.test.left, *stmt.test.comparators) if not literalish(x)]
+        for node in (n for part in parts for n in ast.walk(part)):
+            if isinstance(node, ast.Call):
+                name = _subject(node.func, modules)
+                if name:
+                    return name
     return ""
+
+
+def _subject(func: ast.expr, modules: set[str]) -> str:
+    if isinstance(func, ast.Name):
+        name = func.id
+    elif isinstance(func, ast.Attribute):
+        name = func.attr
+        if isinstance(func.value, ast.Name) and func.value.id in modules and func.value.id != "pytest":
+            return f"{func.value.id}.{name}"  # pickle.loads, not loads
+    else:
+        return ""
+    return name if name not in _NOT_SUBJECTS and not hasattr(builtins, name) else ""
 
 
 def _result_expr(script: str, limit: int = 40) -> str:
