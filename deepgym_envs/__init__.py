@@ -14,9 +14,11 @@ from gymnasium.envs.registration import WrapperSpec
 
 from deepgym_envs.actions import ToolCall, parse_action
 from deepgym_envs.batch import run_batch
+from deepgym_envs.env import SandboxConfig
 from deepgym_envs.errors import (DeepgymError, InfrastructureError, SandboxError, SandboxUnavailable,
                                  TaskFormatError, ToolError, UnknownTaskError)
 from deepgym_envs.grading import Verdict, grade
+from deepgym_envs.rewards import RewardConfig
 from deepgym_envs.sandbox import ExecResult, Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.tasks import Task, load_tasks
 
@@ -45,6 +47,6 @@ if "deepgym/Remote-v0" not in gym.registry:  # an env served by `deepgym serve` 
 if "deepgym/GridNav-v0" not in gym.registry:  # a small multi-turn env the RLOO trainer learns from scratch
     gym.register("deepgym/GridNav-v0", entry_point="deepgym_envs.gridnav:GridNavEnv")
 
-__all__ = ["DeepgymError", "ENV_IDS", "ExecResult", "InfrastructureError", "Sandbox", "SandboxError",
-           "SandboxLimits", "SandboxUnavailable", "Task", "TaskFormatError", "ToolCall", "ToolError",
+__all__ = ["DeepgymError", "ENV_IDS", "ExecResult", "InfrastructureError", "RewardConfig", "Sandbox",
+           "SandboxConfig", "SandboxError", "SandboxLimits", "SandboxUnavailable", "Task", "TaskFormatError", "ToolCall", "ToolError",
            "UnknownTaskError", "Verdict", "grade", "load_tasks", "make_sandbox", "parse_action", "run_batch"]
