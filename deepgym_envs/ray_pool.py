@@ -142,6 +142,7 @@ class EnvPool:
         # Hand-out bookkeeping for acquire/release: (index, the task it last ran, idle since).
         self._idle: list[tuple[int, str | None, float]] = [(i, None, time.monotonic()) for i in reversed(range(num_envs))]
         self._handed_out = threading.Condition(self._lock)
+        self._waiting = 0  # acquire calls blocked at max_envs
 
     # -- one environment -----------------------------------------------------------------------
     def reset(self, i: int, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
@@ -190,12 +191,16 @@ class EnvPool:
         with self._handed_out:
             while True:
                 self._live()
-                self._shrink()
+                self._shrink(keep=1)  # the one this call is about to hand out stays
                 if self._idle:
                     break
                 if len(self._owner) < self.max_envs:
                     return self._proxies[self._grow()]
-                self._handed_out.wait(timeout=1.0)  # wakes on release; the timeout only notices close()
+                self._waiting += 1
+                try:
+                    self._handed_out.wait(timeout=1.0)  # wakes on release; the timeout only notices close()
+                finally:
+                    self._waiting -= 1
             same = [k for k, (_, last, _) in enumerate(self._idle) if last == task_id]
             i, _, _ = self._idle.pop(same[-1] if same else -1)
         return self._proxies[i]
@@ -204,7 +209,8 @@ class EnvPool:
         """Give back an environment from :meth:`acquire`; ``task_id`` is the task it last ran."""
         with self._handed_out:
             self._idle.append((env.index, task_id, time.monotonic()))
-            self._shrink()
+            if not self._waiting:  # demand still exceeds the pool: a waiter takes it, nothing shrinks
+                self._shrink()
             self._handed_out.notify()
 
     # -- many at once ---------------------------------------------------------------------------
@@ -324,13 +330,13 @@ class EnvPool:
         self._proxies[i] = PooledEnv(self, i)
         return i
 
-    def _shrink(self) -> None:
+    def _shrink(self, keep: int = 0) -> None:
         """Close environments beyond ``num_envs`` idle longer than ``idle_timeout``, oldest first,
-        and workers left with none (called with the lock held)."""
+        leaving at least ``keep`` idle, and workers left with none (called with the lock held)."""
         now = time.monotonic()
         stale = sorted((since, k) for k, (_, _, since) in enumerate(self._idle) if now - since >= self.idle_timeout)
-        surplus = len(self._owner) - self.num_envs
-        for _, k in stale[:max(surplus, 0)]:
+        surplus = max(min(len(self._owner) - self.num_envs, len(self._idle) - keep), 0)
+        for _, k in stale[:surplus]:
             i = self._idle[k][0]
             a = self._owner.pop(i)
             slot = self._slots[a]
@@ -344,7 +350,7 @@ class EnvPool:
             if not slot.envs:
                 del self._slots[a]
                 self._kill([slot.actor])
-        removed = {self._idle[k][0] for _, k in stale[:max(surplus, 0)]}
+        removed = {self._idle[k][0] for _, k in stale[:surplus]}
         self._idle = [entry for entry in self._idle if entry[0] not in removed]
 
     def _kill(self, actors: list[Any], close: bool = True) -> None:
