@@ -1,11 +1,13 @@
 """verl's agent-loop machinery runs DeepGym episodes (deepgym_agents.integrations.verl).
 
 verl is not in the test extras (it pins transformers<5.11); these tests skip unless it is
-importable, e.g. in a separate environment: ``pip install verl==0.9.1`` there, then run this file.
-What runs on a CPU: verl's registry and hydra instantiation of the loop (as its AgentLoopWorker does),
-its Continuous Token builder, ``AgentLoopOutput.as_dict``; the LLM server is stood in by an
-in-process engine answering verl's ``generate`` contract (the LLM boundary). verl's Ray workers,
-vLLM/SGLang servers and the PPO trainer need GPUs and are not run here.
+importable, e.g. in a separate environment: ``pip install verl==0.9.1 cachetools`` there (0.9.1
+imports cachetools without declaring it), then run this file. What runs on a CPU: verl's registry
+and hydra instantiation of the loop, its Continuous Token builder, ``AgentLoopOutput.as_dict``, and
+its own ``AgentLoopWorker.generate_sequences`` built from verl's generated PPO config (routing a
+row by ``agent_name``, padding, ``rm_scores``). The LLM server is stood in by an in-process engine
+answering verl's ``generate`` contract (the LLM boundary). verl's Ray actors, vLLM/SGLang servers
+and the PPO trainer's update need GPUs and are not run here.
 """
 
 from __future__ import annotations
@@ -150,3 +152,51 @@ def test_row_without_task_id_is_refused():
     with pytest.raises(ValueError, match="extra_info.task_id"):
         task_id_of({"raw_prompt": [], "extra_info": {}})
     assert task_id_of({"extra_info": {"task_id": TASK}}) == TASK
+
+
+@needs_namespace
+def test_verl_agent_loop_worker_batches_the_episode(tmp_path):
+    """verl's own AgentLoopWorker, built from verl's generated PPO config, routes a dataset row to the
+    loop and pads its output into the DataProto its trainer consumes (rm_scores on the last token)."""
+    import os
+
+    import numpy as np
+    import verl
+    from omegaconf import OmegaConf
+    from verl.protocol import DataProto
+
+    from deepgym_agents.base import tool_call
+    from deepgym_agents.integrations.verl import dataset_rows
+    from deepgym_agents.llm.scripted import ScriptedLLM
+    from deepgym_agents.tiny_model import write_tiny_model
+
+    config = OmegaConf.load(os.path.join(os.path.dirname(verl.__file__), "trainer/config/_generated_ppo_trainer.yaml"))
+    loops = tmp_path / "agent_loops.yaml"
+    loops.write_text(readme_snippet("### verl", AGENT_LOOP_YAML, fence="yaml"))
+    rollout = config.actor_rollout_ref.rollout
+    config.actor_rollout_ref.model.path = str(write_tiny_model(tmp_path / "model"))
+    rollout.name, rollout.prompt_length, rollout.response_length = "vllm", 4096, 1024
+    rollout.agent.agent_loop_config_path = str(loops)
+    rows = dataset_rows([TASK])
+    batch = DataProto.from_single_dict({key: np.array([row[key] for row in rows], dtype=object)
+                                        for key in ("agent_name", "extra_info")}
+                                       | {"raw_prompt": np.array([row["prompt"] for row in rows], dtype=object)})
+
+    async def main():
+        worker = agent_loop.AgentLoopWorker(config, llm_client=None)
+        worker.llm_client = InProcessServer(ScriptedLLM([tool_call("bash", command=FIX), tool_call("submit")],
+                                                        tokenizer=worker.tokenizer))
+        return worker, await worker.generate_sequences(batch)
+
+    worker, out = asyncio.run(main())
+    assert list(out.non_tensor_batch["verdict"]) == ["resolved"]
+    turn_scores = out.non_tensor_batch["turn_scores"][0]
+    mask = out.batch["response_mask"][0]
+    assert out.batch["responses"].shape == (1, 1024)  # right-padded to response_length
+    # the episode return sits on the last token, which is the model's last sampled one (the submit)
+    (scored,) = out.batch["rm_scores"][0].nonzero().flatten().tolist()
+    assert scored == int(mask.nonzero().max())
+    assert out.batch["rm_scores"][0, scored].item() == pytest.approx(sum(turn_scores))
+    assert sum(turn_scores) > 0.5
+    sampled = out.batch["responses"][0][mask.bool()].tolist()
+    assert sampled == sum(worker.llm_client.completions, [])
