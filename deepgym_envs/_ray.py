@@ -107,7 +107,7 @@ def reap_nodes(ray: ModuleType) -> list[str]:
     removed: list[str] = []
     for ref in refs:
         try:
-            removed += ray.get(ref, timeout=120)
+            removed += ray.get(ref, timeout=60)
         except Exception:  # that node went too: nothing of it to clean from here
             pass
     return removed
