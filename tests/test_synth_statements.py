@@ -292,3 +292,17 @@ def test_a_plain_variable_check_names_the_call_before_it():
     assert call_name("import pickle\nr = pickle.loads(pickle.dumps(s))\nprint(repr(r))\nassert r == s\n") \
         == "pickle.loads"
     assert call_name("import pytest\ne = s.pop()\npytest.raises(KeyError, s.pop)\n") == "pop"
+
+
+def test_issues_that_differ_only_in_the_count_of_other_failures_are_duplicates():
+    # toolz: three tasks (one bug, two pairs) read "`get()` returns None instead of ('A', 'C')".
+    from deepgym_envs.synth.drafts import statement_key
+
+    script = "from toolz import get\nresult = get([0, 2], 'AbC')\nprint(repr(result))\nassert result == ('A', 'C')\n"
+    out = "None\nTraceback (most recent call last):\nAssertionError\n"
+    one = write_statement("toolz", "1.0.0", Reproduced("t::x", script, out, "('A', 'C')\n"), 1)
+    three = write_statement("toolz", "1.0.0", Reproduced("t::x", script, out, "('A', 'C')\n"), 3)
+    assert one != three and statement_key(one) == statement_key(three)
+    other = write_statement("toolz", "1.0.0", Reproduced("t::y", script.replace("[0, 2]", "[0, 1]"), out,
+                                                         "('A', 'b')\n"), 3)
+    assert statement_key(other) != statement_key(one)

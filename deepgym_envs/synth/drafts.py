@@ -2,8 +2,8 @@
 
 Each step may turn a kept bug down, and says why in the project's rejects file:
 
-- ``duplicate``: the same buggy module as an earlier bug, or the same failing tests and the same
-  problem statement (two edits an agent could not tell apart);
+- ``duplicate``: the same buggy module as an earlier bug, or the same problem statement but for
+  the count of other failing tests (two edits an agent could not tell apart from their issues);
 - ``no visible test would remain``: hiding the failing tests leaves the agent no suite to run;
 - ``the failure names its own cause``: the script ends in a NameError or UnboundLocalError;
 - ``no standalone reproduction``: none of the first failing tests gives a script that fails on
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -108,7 +109,7 @@ def with_statements(drafts: list[TaskDraft], clean: Path, env: PythonEnv, fetche
     from deepgym_envs.synth.pipeline import TEST_CMD
 
     out = []
-    seen: set[tuple[frozenset[str], str]] = set()
+    seen: set[str] = set()
     with SuiteRunner(clean, env, test_args=TEST_CMD, backend=config.backend, timeout=timeout) as runner, \
             progress_bar(f"{fetched.name}: write issues", len(drafts), enabled=config.show_progress) as advance:
         for d in drafts:
@@ -123,16 +124,22 @@ def with_statements(drafts: list[TaskDraft], clean: Path, env: PythonEnv, fetche
                 rec.reject("statement", "the failure names its own cause", log=log, **_draft_fields(d))
             else:
                 statement = write_statement(fetched.name, fetched.version, repro, len(d.fail_to_pass))
-                key = (frozenset(d.fail_to_pass), statement)
+                key = statement_key(statement)
                 if key in seen:
                     report.rejected["duplicate"] += 1
-                    rec.reject("statement", "duplicate", detail="the same failing tests and problem statement "
-                               "as an earlier task", **_draft_fields(d))
+                    rec.reject("statement", "duplicate", detail="the same problem statement as an earlier task",
+                               **_draft_fields(d))
                 else:
                     seen.add(key)
                     out.append(dataclasses.replace(d, problem_statement=statement))
             advance(d.instance_id)
     return out
+
+
+def statement_key(statement: str) -> str:
+    """What makes two issues the same to a reader: everything but the count of other failing tests.
+    Four ordered-set bugs broke one test the same way; a two-bug task read like its one-bug part."""
+    return re.sub(r"^\d+ other test\(s\) in the project's suite fail as well\.$", "", statement, flags=re.M).strip()
 
 
 def names_its_cause(output: str) -> bool:
