@@ -28,11 +28,12 @@ from __future__ import annotations
 import platform
 import shlex
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
 import deepgym_envs  # noqa: F401  (registers the environment ids)
+from deepgym_envs.env import SWEEnv
 from deepgym_envs.errors import DeepgymError
 
 try:
@@ -72,7 +73,9 @@ class DeepGymEnvironment:
         except BaseException:
             self.env.close()
             raise
-        self.task = self.env.unwrapped.task
+        self.swe = cast(SWEEnv, self.env.unwrapped)
+        assert self.swe.task is not None  # reset chose it
+        self.task = self.swe.task
         self.workdir: str = info["workdir"]
         self.rewards: list[float] = []
         """The environment's reward for each command (and for the submit)."""
@@ -127,7 +130,7 @@ class DeepGymEnvironment:
     def _end(self, info: dict[str, Any], status: str, exit_with: type[Exception]) -> None:
         self.verdict = info.get("verdict")
         try:
-            patch = self.env.unwrapped.sandbox.diff()
+            patch = self.swe.sandbox.diff()
         except DeepgymError:  # the sandbox died; the verdict already says no_verdict
             patch = ""
         raise exit_with({"role": "exit", "content": patch,

@@ -145,7 +145,7 @@ def task_id_of(prompt: Any) -> str:
 
 def rollout_dataset(task_ids: Sequence[str]) -> Any:
     """A ``datasets.Dataset`` for :class:`DeepGymRollout`: one row per task, its prompt the task id."""
-    import datasets
+    import datasets  # type: ignore[import-untyped]
 
     return datasets.Dataset.from_dict({"prompt": list(task_ids)})
 
@@ -153,7 +153,7 @@ def rollout_dataset(task_ids: Sequence[str]) -> Any:
 def environment_dataset(task_ids: Sequence[str]) -> Any:
     """A ``datasets.Dataset`` for ``environment_factory``: an empty user turn the environment's
     ``reset`` fills with the task's prompt, and the ``task_id`` column ``reset`` reads."""
-    import datasets
+    import datasets  # type: ignore[import-untyped]
 
     return datasets.Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}] for _ in task_ids],
                                        "task_id": list(task_ids)})

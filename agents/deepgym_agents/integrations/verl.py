@@ -28,8 +28,9 @@ Use it by pointing ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` at
 and giving each dataset row ``agent_name: deepgym_swe`` and ``extra_info: {task_id: ...}``
 (:func:`dataset_rows`). Importing this module also registers the name in verl's registry.
 
-verl pins its own torch and transformers (``transformers<5.11`` for 0.9.1): install it in its own
-environment (``pip install verl==0.9.1`` then ``pip install -e .`` there).
+verl pins its own transformers (``transformers<5.11`` for 0.9.1): install it in an environment of
+its own (``pip install verl==0.9.1 cachetools``: 0.9.1 imports cachetools without declaring it;
+then this package). Its wheel also installs a top-level ``tests`` package.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ import deepgym_envs  # noqa: F401  (registers the environment ids)
 from deepgym_agents.base import tool_call
 
 try:
-    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+    from verl.experimental.agent_loop.agent_loop import (  # type: ignore[import-not-found, unused-ignore]
+        AgentLoopBase, AgentLoopOutput, register)
 except ImportError as exc:  # pragma: no cover - depends on the optional install
     raise ImportError(f"the verl agent loop needs verl ({exc}); install verl==0.9.1 in its own environment "
                       "(it pins transformers<5.11)") from None
