@@ -27,7 +27,7 @@ from deepgym_envs.synth.fetch import Fetched
 from deepgym_envs.synth.hide import strip_tests, test_path
 from deepgym_envs.synth.mutate import Mutation
 from deepgym_envs.synth.repro import failing_line, reproduction
-from deepgym_envs.synth.runner import SuiteRunner, failure_sections, header_name
+from deepgym_envs.synth.runner import TEST_CMD, SuiteRunner, failure_sections, header_name
 from deepgym_envs.synth.statement import Reproduced, exception_name, write_statement
 from deepgym_envs.synth.writer import TaskDraft
 
@@ -106,8 +106,6 @@ def with_statements(drafts: list[TaskDraft], clean: Path, env: PythonEnv, fetche
                     config: "SynthConfig", rec: "Recorder", report: "PackageReport") -> list[TaskDraft]:
     """Each draft's issue, from a reproduction that runs; drafts without one, or whose failing tests
     and issue repeat an earlier draft's, are turned down."""
-    from deepgym_envs.synth.pipeline import TEST_CMD
-
     out = []
     seen: set[str] = set()
     with SuiteRunner(clean, env, test_args=TEST_CMD, backend=config.backend, timeout=timeout) as runner, \

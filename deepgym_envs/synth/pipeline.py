@@ -29,7 +29,7 @@ from deepgym_envs.synth.fetch import Fetched, SourceSpec, SynthError, fetch
 from deepgym_envs.synth.mutate import Mutation, combine, find_mutations, sample
 from deepgym_envs.synth.project import Layout, build_env, read_layout
 from deepgym_envs.synth.rewrite import rewrite_statement
-from deepgym_envs.synth.runner import SuiteRun, SuiteRunner
+from deepgym_envs.synth.runner import TEST_CMD, SuiteRun, SuiteRunner
 from deepgym_envs.synth.drafts import Kept, make_drafts, mutation_fields, with_statements
 from deepgym_envs.synth.record import Recorder
 from deepgym_envs.synth.writer import RepoWriter, TaskDraft, task_row, write_rows
@@ -37,11 +37,6 @@ from deepgym_envs.tasks import Task, load_tasks
 from deepgym_envs.trees import pristine_tree
 from deepgym_envs.untrusted_tree import remove_untrusted
 from deepgym_envs.validate import validate_tasks
-
-#: Extra pytest arguments every synthesised task runs with: the project's own ``addopts`` often
-#: name plugins (coverage, xdist) the grading runner does not load.
-TEST_CMD = ["-o", "addopts="]
-
 
 @dataclass(frozen=True)
 class SynthConfig:

@@ -17,6 +17,10 @@ from deepgym_envs.pyenv import sandbox_spec_for
 from deepgym_envs.sandbox import ExecResult, Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.testrun import run_pytest
 
+#: Extra pytest arguments every synthesised task runs with: the project's own ``addopts`` often
+#: name plugins (coverage, xdist) the grading runner does not load.
+TEST_CMD = ["-o", "addopts="]
+
 
 @dataclass
 class SuiteRun:
