@@ -16,12 +16,13 @@ import json
 import os
 import re
 import shutil
-import signal
+import signal as signal_module
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -174,8 +175,6 @@ def _gated_grading(signal, hold: str, die: str = "die"):
 
     @ray.remote(num_cpus=1, max_retries=0, scheduling_strategy="SPREAD")
     def gated(task, bundles, patch, *rest):
-        import time
-
         from deepgym_envs.sandbox import make_sandbox
         from deepgym_envs.trees import pristine_tree
 
@@ -198,8 +197,6 @@ def _gated_grading(signal, hold: str, die: str = "die"):
     return gated
 
 
-signal_module = signal
-
 
 def _play_oracle(env, task) -> dict:
     from deepgym_agents.baselines import OracleAgent
@@ -215,8 +212,6 @@ def _play_oracle(env, task) -> dict:
 
 
 def _wait_gone(pids: list[int], seconds: float = WAIT) -> list[int]:
-    import time
-
     deadline = time.monotonic() + seconds
     alive = list(pids)
     while alive and time.monotonic() < deadline:
@@ -238,8 +233,6 @@ def _holders(pids: list[int]) -> int:
 
 
 def _eventually(check, seconds: float = WAIT) -> bool:
-    import time
-
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if check():
