@@ -306,3 +306,32 @@ def test_issues_that_differ_only_in_the_count_of_other_failures_are_duplicates()
     other = write_statement("toolz", "1.0.0", Reproduced("t::y", script.replace("[0, 2]", "[0, 1]"), out,
                                                          "('A', 'b')\n"), 3)
     assert statement_key(other) != statement_key(one)
+
+
+def test_a_setup_of_plain_attributes_becomes_the_scripts_first_lines():
+    # jmespath: every TestParser test has `def setUp(self): self.parser = parser.Parser()`; 5 of its
+    # 7 kept bugs had no reproduction.
+    text = textwrap.dedent("""\
+        import unittest
+        from jmespath import parser
+
+        class TestParser(unittest.TestCase):
+            def setUp(self):
+                self.parser = parser.Parser()
+
+            def test_wildcard(self):
+                parsed = self.parser.parse('foo[*]')
+                self.assertEqual(parsed.search({'foo': [1]}), [1])
+
+        class TestOther(unittest.TestCase):
+            def setUp(self):
+                self.parser = parser.Parser()
+                self.parser.debug = True
+
+            def test_x(self):
+                self.assertTrue(self.parser)
+        """)
+    assert reproduction(text, "t.py::TestParser::test_wildcard") == (
+        "from jmespath import parser\nparser_ = parser.Parser()\nparsed = parser_.parse('foo[*]')\n"
+        "result = parsed.search({'foo': [1]})\nprint(repr(result))\nassert result == [1]\n")
+    assert reproduction(text, "t.py::TestOther::test_x") is None  # set-up beyond plain attributes

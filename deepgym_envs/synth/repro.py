@@ -51,8 +51,8 @@ def reproduction(file_text: str, test_id: str, line: int | None = None) -> str |
     fn, cls = _function(tree, path)
     if fn is None:
         return None
-    if cls is not None and any(isinstance(n, ast.FunctionDef) and n.name in ("setUp", "setup_method", "setUpClass")
-                               for n in cls.body):
+    setup = _setup(cls) if cls is not None else []
+    if setup is None:
         return None
     loops = _parametrize(fn)
     if loops is None:
@@ -70,7 +70,16 @@ def reproduction(file_text: str, test_id: str, line: int | None = None) -> str |
         body = _cut(body, line)
     if not body:
         return None
-    body = [_Asserts().visit(s) for s in body]
+    body = [_Asserts().visit(s) for s in [*setup, *body]]
+    if setup:
+        # self.parser -> parser, or parser_ where the module imports a `parser` of its own.
+        taken = {(a.asname or a.name).split(".")[0] for st in tree.body if isinstance(st, (ast.Import, ast.ImportFrom))
+                 for a in st.names} | {st.name for st in tree.body if isinstance(st, (ast.FunctionDef, ast.ClassDef))}
+        names = {t.id: t.id + "_" if t.id in taken else t.id for st in setup for t in st.targets
+                 if isinstance(t, ast.Name)}
+        for st in setup:
+            st.targets = [ast.Name(names[t.id], ast.Store()) for t in st.targets]  # type: ignore[union-attr]
+        body = [_SelfAttrs(names).visit(s) for s in body]
     if any(isinstance(n, ast.Name) and n.id in ("self", "cls") for s in body for n in ast.walk(s)):
         return None  # uses the test case's own state
     body = body[:-1] + _show_result(body[-1])
@@ -131,6 +140,39 @@ def _narrow(tree: ast.Module, loop: tuple[ast.expr, ast.expr], param_id: str) ->
     if index is None or index >= len(elements.elts):
         return [loop]
     return [(target, _One(elements.elts[index]))]
+
+
+def _setup(cls: ast.ClassDef) -> list[ast.Assign] | None:
+    """A ``setUp`` made only of ``self.x = ...`` as plain ``x = ...`` statements; None for any other
+    set-up (a script cannot mimic it faithfully)."""
+    out: list[ast.Assign] = []
+    for node in cls.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        if node.name in ("setUpClass", "setup_class", "tearDown", "teardown_method"):
+            return None
+        if node.name not in ("setUp", "setup_method"):
+            continue
+        for stmt in node.body:
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"):
+                return None
+            out.append(ast.Assign([ast.Name(target.attr, ast.Store())], stmt.value))
+    return out
+
+
+class _SelfAttrs(ast.NodeTransformer):
+    """``self.parser`` -> ``parser`` for the attributes ``setUp`` assigned."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in self.names:
+            return ast.copy_location(ast.Name(self.names[node.attr], ast.Load()), node)
+        return node
 
 
 def _cut(body: list[ast.stmt], line: int) -> list[ast.stmt]:
