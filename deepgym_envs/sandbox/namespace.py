@@ -67,7 +67,7 @@ find "$mnt/shm" -mindepth 1 -delete
 find "$mnt/tmp" -mindepth 1 -depth "$@" -delete
 """
 _R = TypeVar("_R", bound=Resident)
-SUPPORT_DIR = "/deepgym"  # where deepgym's own helper files (the pytest report plugin) appear
+SUPPORT_DIR = "/deepgym"  # where deepgym's own helper files appear (read-only)
 
 
 def available() -> tuple[bool, str]:
