@@ -27,7 +27,10 @@ def modules(root: Path, package: str) -> dict[str, Path]:
     """Every module of the package under ``root``, by dotted name (a package by its own name)."""
     out = {}
     for path in root.rglob("*.py"):
-        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        rel = path.relative_to(root)
+        if rel.parts[0] == "_tasks":  # the installed wheel's task repositories: their code, not ours
+            continue
+        parts = [package, *rel.with_suffix("").parts]
         if parts[-1] == "__init__":
             parts.pop()
         out[".".join(parts)] = path
