@@ -9,12 +9,29 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def readme_blocks(heading: str, fallback: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """(language, code) of each fenced block in README.md's section ``heading`` (up to the next heading),
-    or ``fallback`` (the same blocks, held by the test) while the README has no such section."""
+    """(language, code) of each fenced block in README.md's section ``heading`` (up to the next heading;
+    a ``# comment`` inside a code block is not one), or ``fallback`` (the same blocks, held by the
+    test) while the README has no such section."""
     text = README.read_text(encoding="utf-8") if README.is_file() else ""
-    start = next((m.end() for m in re.finditer(r"^#+ (.*)$", text, re.M) if m.group(1).strip() == heading), None)
-    if start is None:
-        return fallback
-    end = re.search(r"^#+ ", text[start:], re.M)
-    section = text[start:start + end.start()] if end else text[start:]
-    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(\w+)\n(.*?)^```", section, re.M | re.S)]
+    blocks: list[tuple[str, str]] = []
+    inside, lang, code, found = False, "", [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            if inside and found:
+                blocks.append((lang, "".join(code)))
+            inside, lang, code = not inside, line[3:].strip(), []
+        elif inside:
+            code.append(line)
+        elif (m := re.match(r"^#+ (.*)$", line)):
+            if found:
+                break
+            found = m.group(1).strip() == heading
+    return blocks if found else fallback
+
+
+def readme_snippet(heading: str, fallback: str, fence: str = "python") -> str:
+    """The first ``fence`` block of README.md's section ``heading`` (leading ``#`` optional), or
+    ``fallback`` (the same code, held by the test) while the README has no such block: an installed
+    wheel ships no README."""
+    blocks = [code for lang, code in readme_blocks(heading.lstrip("# ").strip(), []) if lang == fence]
+    return blocks[0] if blocks else fallback

@@ -4,26 +4,15 @@ environment_factory with TRL's own tool loop."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
-import os
 import threading
 
 import pytest
 
+from tests._readme import readme_snippet
 from tests._fixtures import needs_namespace
 
 
-def readme_snippet(heading: str, fallback: str, fence: str = "python") -> str:
-    """The first ``fence`` block under ``heading`` in README.md, or ``fallback`` while the README
-    has no such section (an installed wheel ships none)."""
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
-    start = text.find(f"\n{heading}\n")
-    if start < 0:
-        return fallback
-    block = text.find(f"```{fence}\n", start)
-    return text[block + len(fence) + 4:text.index("\n```", block + 1) + 1]
 
 
 pytest.importorskip("trl")
