@@ -185,9 +185,9 @@ def _dead_pid() -> int:
 
 
 def test_engine_unavailable_says_how_to_start_it(tree, monkeypatch):
-    from deepgym_envs.sandbox import docker as backend
+    from deepgym_envs import docker_engine
 
-    monkeypatch.setattr(backend, "_CLIENT", None)
+    monkeypatch.setattr(docker_engine, "_CLIENT", None)  # the engine client is cached where it is made
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(SandboxUnavailable) as err:
         make_sandbox(tree, "docker")

@@ -258,6 +258,8 @@ def test_pool_spreads_ships_and_replaces_a_killed_worker(two, task):
         victim = pool._slots[pool._owner[0]]
         dead_pid, node = victim.info.pid, two[0] if victim.info.node_id == two[0].node_id else two[1]
         ray.kill(victim.actor)  # mid-episode: environment 0 was reset, not finished
+        # ray.kill only asks: a step sent before the actor's process is gone can still be served by it
+        assert _wait_gone([dead_pid]) == []
 
         obs, reward, terminated, truncated, info = pool.step(0, VIEW)
         assert terminated and info["masked"] is True and info["verdict"]["status"] == "no_verdict"
