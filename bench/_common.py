@@ -5,6 +5,7 @@ The scripts run as ``python bench/NAME.py``, so this directory is on ``sys.path`
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 from dataclasses import replace
@@ -50,3 +51,22 @@ def try_backend(name: str, fn: Callable[[], Any]) -> Any:
     except Exception as exc:  # noqa: BLE001 - any failure to start a backend is reported as such
         reason = " ".join(str(exc).split())[:300] or type(exc).__name__
         return f"unavailable: {reason}"
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root``, read from /proc (what a leak check counts)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out

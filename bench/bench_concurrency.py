@@ -26,27 +26,9 @@ import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from _common import builtin_task, try_backend
+from _common import builtin_task, descendants, try_backend
 from deepgym_envs.env import SWEEnv
 from deepgym_envs.progress import progress_bar
-
-
-def descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def pss_bytes(pids: list[int]) -> int:

@@ -36,28 +36,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from _common import descendants
 from deepgym_envs.serve.client import RemoteEnv
 
 STEPS = [{"name": "view", "arguments": {"path": "."}}, {"name": "bash", "arguments": {"command": "echo $((6*7))"}},
          {"name": "search", "arguments": {"pattern": "def "}}]
-
-
-def descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def resources(pid: int) -> dict:
