@@ -44,11 +44,16 @@ MIN_NAME = 10
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/dev",
           "/sys", "/run")
 SCAN_TIMEOUT = 900.0
+#: Characters of one environment string of needles (the kernel's limit is 128 KiB per string)...
+ENV_PART = 96 << 10
+#: ...and of all of them in one command (the whole environment and argv share about 2 MiB).
+ENV_TOTAL = 1 << 20
 
 #: Runs inside the sandbox: files of the per-task roots, every git object, then the mount list.
 _SCANNER = r'''
 import base64, json, os, site, subprocess, sys
-needles = [n.encode() for n in json.loads(base64.b64decode(os.environ.pop("AUDIT_NEEDLES")))]
+parts = [os.environ.pop("AUDIT_NEEDLES_%d" % i) for i in range(int(os.environ.pop("AUDIT_PARTS")))]
+needles = [n.encode() for n in json.loads(base64.b64decode("".join(parts)))]
 
 def check(loc, data):
     hits = [i for i, n in enumerate(needles) if n in data]
@@ -203,8 +208,8 @@ def scan_tasks(tasks: Sequence[Task], backend: str | None = None) -> list[Leak]:
         if not flat:
             continue
         with _sandbox(task, backend) as sb:
-            env = {"AUDIT_NEEDLES": base64.b64encode(json.dumps(flat).encode()).decode()}
-            result = sb.exec(["python3", "-c", _SCANNER, *_PER_TASK_ROOTS, sb.support_dir], SCAN_TIMEOUT, env=env)
+            result = sb.exec(["python3", "-c", _SCANNER, *_PER_TASK_ROOTS, sb.support_dir], SCAN_TIMEOUT,
+                             env=_needle_env(json.dumps(flat).encode()))
         hits: dict[str, set[str]] = {}
         for line in result.stdout.splitlines():
             try:
@@ -245,21 +250,45 @@ def _shared_roots(roots: list[str], support: str) -> list[str]:
 def _scan_shared(root: str, owners: list[_Needles], task: Task, backend: str | None) -> list[Leak]:
     """One grep of ``root`` (inside a sandbox that sees it) for the needles of every task that sees it."""
     strings = sorted({s for n in owners for s in n.flat})
-    data = base64.b64encode("\n".join(strings).encode()).decode()
     # The needles go to grep through a pipe from the environment: no file holds them.
-    script = 'grep -rFoIZ -f <(printf %s "$AUDIT_NEEDLES" | base64 -d) -- "$1" 2>/dev/null | sort -u'
-    with _sandbox(task, backend) as sb:
-        result = sb.exec(["bash", "-c", script, "deepgym-leak-scan", root], SCAN_TIMEOUT,
-                         env={"AUDIT_NEEDLES": data})
+    script = ('grep -rFoIZ -f <(for i in $(seq 0 $((AUDIT_PARTS - 1))); do v=AUDIT_NEEDLES_$i; '
+              'printf %s "${!v}"; done | base64 -d) -- "$1" 2>/dev/null | sort -u')
     found: dict[str, set[str]] = {}
-    for line in result.stdout.splitlines():
-        path, sep, match = line.partition("\0")
-        if sep:
-            found.setdefault(path, set()).add(match)
+    with _sandbox(task, backend) as sb:
+        for batch in _batches(strings, ENV_TOTAL):
+            result = sb.exec(["bash", "-c", script, "deepgym-leak-scan", root], SCAN_TIMEOUT,
+                             env=_needle_env("\n".join(batch).encode()))
+            for line in result.stdout.splitlines():
+                path, sep, match = line.partition("\0")
+                if sep:
+                    found.setdefault(path, set()).add(match)
     out: list[Leak] = []
     for n in owners:
         out += _judge(n, found)
     return out
+
+
+def _needle_env(data: bytes) -> dict[str, str]:
+    """``data`` base64-encoded into ``AUDIT_NEEDLES_0..`` (``AUDIT_PARTS`` of them): the kernel takes
+    at most 128 KiB in one environment string, so a large set of needles is split over several."""
+    text = base64.b64encode(data).decode()
+    parts = [text[i:i + ENV_PART] for i in range(0, len(text), ENV_PART)] or [""]
+    return {"AUDIT_PARTS": str(len(parts)), **{f"AUDIT_NEEDLES_{i}": part for i, part in enumerate(parts)}}
+
+
+def _batches(strings: list[str], budget: int) -> list[list[str]]:
+    """``strings`` in consecutive groups whose encoded environment stays within ``budget`` bytes."""
+    raw = budget * 3 // 4
+    out: list[list[str]] = [[]]
+    size = 0
+    for s in strings:
+        cost = len(s.encode()) + 1
+        if out[-1] and size + cost > raw:
+            out.append([])
+            size = 0
+        out[-1].append(s)
+        size += cost
+    return [b for b in out if b]
 
 
 def _judge(n: _Needles, hits: dict[str, set[str]]) -> list[Leak]:

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import requires_namespace, toy_row, write_toy_repo
 from deepgym_envs.audit.core import AuditReport, audit_tasks
-from deepgym_envs.audit.leaks import needles, scan_tasks
+from deepgym_envs.audit.leaks import ENV_PART, ENV_TOTAL, _Needles, _scan_shared, needles, scan_tasks, task_needles
 from deepgym_envs.audit.catalog import STRATEGIES, select
 from deepgym_envs.audit.weak import exit_code_verifier
 from deepgym_envs.tasks import Task, load_tasks, task_from_row
@@ -115,6 +115,21 @@ def test_leak_scan_finds_answers_planted_in_the_starting_state(tmp_path):
     assert ("toy__copy-001", "gold", "/testbed/docs/ops_reference.py") in where, leaks
     assert ("toy__git-001", "gold", f"git object {sha} (blob)") in where, leaks
     assert not [leak for leak in leaks if leak.task_id == "toy__clean-001"], leaks
+
+
+@requires_namespace
+def test_the_shared_scan_takes_more_needles_than_one_environment_string_holds(tmp_path):
+    # 84 synthesised tasks' needles came to more than the kernel's 128 KiB per environment string:
+    # the audit ended in "the command is too long to run" after every attempt had been graded.
+    copied = write_toy_repo(tmp_path / "copied")
+    (copied / "notes.py").write_text((write_toy_repo(tmp_path / "fixed") / "src/calc/ops.py").read_text())
+    task = task_from_row(toy_row(copied, instance_id="toy__copy-003"))
+    filler = _Needles(task, {"gold": [f"return never_written_{i:06d}(x, lo, hi)" for i in range(30000)],
+                             "tests": []})
+    assert sum(len(s) for s in filler.flat) > ENV_TOTAL > ENV_PART  # several strings, several greps
+    leaks = _scan_shared("/testbed", [filler, task_needles(task)], task, None)
+    assert [(leak.task_id, leak.kind, leak.location) for leak in leaks] == [
+        ("toy__copy-003", "gold", "/testbed/notes.py")]
 
 
 @pytest.mark.slow
