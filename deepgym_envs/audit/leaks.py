@@ -2,8 +2,8 @@
 
 Needles, per task: the gold patch's added lines (those not already in the files it fixes), the
 hidden test names (FAIL_TO_PASS functions the pristine tree does not define) and the hidden test
-patch's added lines (not in the files it changes); short lines and lines of nothing but syntax are
-dropped. They are searched for in everything readable from the sandbox's starting state, *inside*
+patch's added lines (none the starting tree holds anywhere, unless that is all of them); short
+lines and lines of nothing but syntax are dropped. They are searched for in everything readable from the sandbox's starting state, *inside*
 the sandbox, so the scan sees exactly what the agent sees:
 
 * the workspace, every file, ``.git`` included, and every git object (``git cat-file
@@ -29,6 +29,8 @@ import base64
 import json
 import math
 import re
+import subprocess
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -167,6 +169,11 @@ def needles(task: Task, tree: Path | None = None) -> dict[str, list[str]]:
     tree = Path(tree) if tree else pristine_tree(task)
     gold = _added(task.patch, _texts(tree, patch_paths(task.patch)))
     tests = _added(task.test_patch, _texts(tree, patch_paths(task.test_patch)))
+    # A hidden test line that a file of the starting tree holds too (test suites repeat themselves
+    # across sibling modules) gives nothing away: finding it proves no leak. Where that is every
+    # line, they stay. The gold's lines all stay: a fixed file's copy in the tree must be found.
+    known = _in_tree_any(tree, tests)
+    tests = [s for s in tests if s not in known] or tests
     for test_id in task.FAIL_TO_PASS:
         name = re.sub(r"\[.*\]$", "", test_id.split("::")[-1])
         if len(name) >= MIN_NAME and name not in tests and not _in_tree(tree, name):
@@ -187,6 +194,20 @@ def _added(patch: str, before: str) -> list[str]:
         if len(text) >= MIN_LINE and re.search(r"[A-Za-z0-9]{3}", text) and text not in before and text not in out:
             out.append(text)
     return out
+
+
+def _in_tree_any(tree: Path, texts: list[str]) -> set[str]:
+    """Those of ``texts`` some file of the tree's commit holds (one ``git grep`` for all)."""
+    if not texts:
+        return set()
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".needles") as fh:
+        fh.write("\n".join(texts) + "\n")
+        fh.flush()
+        proc = subprocess.run(["git", "-c", "safe.directory=*", "grep", "-h", "-o", "-I", "-F", "--no-color",
+                               "-f", fh.name, "HEAD", "--"], cwd=tree, capture_output=True)
+    # -o prints the longest match at a place: a text inside a longer one is found through it.
+    matches = set(proc.stdout.decode("utf-8", "replace").splitlines())
+    return {t for t in texts if t in matches or any(t in m for m in matches)}
 
 
 def _in_tree(tree: Path, text: str) -> bool:

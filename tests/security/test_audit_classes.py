@@ -132,6 +132,39 @@ def test_the_shared_scan_takes_more_needles_than_one_environment_string_holds(tm
         ("toy__copy-003", "gold", "/testbed/notes.py")]
 
 
+_SHARED = ["low, high = 0, 10  # the bounds every clamp test uses",
+           "assert clamp(-5, low, high) == low  # below the range",
+           "assert clamp(5, low, high) == 5  # inside the range",
+           "assert clamp(low, low, high) == low  # on the lower bound",
+           "assert clamp(high, low, high) == high  # on the upper bound"]
+
+
+@requires_namespace
+def test_a_hidden_test_that_repeats_a_visible_siblings_lines_is_not_a_leak_but_a_copy_of_it_is(tmp_path):
+    # cachetools' hidden test_ttl.py repeats most of the visible test_tlru.py: the scan called the
+    # visible file (and its blob) a leak of the hidden tests, 74 of 130 lines.
+    body = ["def test_clamp_above():", *(f"    {line}" for line in _SHARED),
+            "    assert clamp(50, low, high) + 0 == high  # a number, not just something that compares equal"]
+    test_patch = ("diff --git a/tests/test_ops.py b/tests/test_ops.py\n--- a/tests/test_ops.py\n"
+                  f"+++ b/tests/test_ops.py\n@@ -7,3 +7,{5 + len(body)} @@ def test_clamp_inside():\n"
+                  " \n def test_mean():\n     assert mean([1, 2, 3]) == 2\n+\n+\n"
+                  + "".join(f"+{line}\n" for line in body))
+    repo = write_toy_repo(tmp_path / "sibling")
+    (repo / "tests/test_limits.py").write_text(
+        "from calc.ops import clamp\n\n\ndef test_clamp_bounds():\n" + "".join(f"    {line}\n" for line in _SHARED))
+    task = task_from_row(toy_row(repo, instance_id="toy__sibling-001", test_patch=test_patch))
+    found = needles(task)["tests"]
+    assert not set(found) & set(_SHARED) and "test_clamp_above" in found, found
+    assert scan_tasks([task]) == []
+    # What the visible sibling lacks still gives a copy of the hidden test away (here a stray blob).
+    copied = write_toy_repo(tmp_path / "copied")
+    (copied / "tests/test_limits.py").write_text((repo / "tests/test_limits.py").read_text())
+    leaking = task_from_row(toy_row(copied, instance_id="toy__sibling-002", test_patch=test_patch))
+    sha = subprocess.run(["git", "hash-object", "-w", "--stdin"], input="\n".join(body) + "\n", text=True,
+                         cwd=pristine_tree(leaking), capture_output=True, check=True).stdout.strip()
+    assert [(leak.kind, leak.location) for leak in scan_tasks([leaking])] == [("tests", f"git object {sha} (blob)")]
+
+
 @pytest.mark.slow
 @requires_namespace
 def test_a_built_in_task_leaks_nothing():
