@@ -40,7 +40,9 @@ _STDLIB = ("doctest", "unittest", "unittest.mock", "pdb", "json", "tempfile", "s
            "dataclasses", "decimal", "fractions", "datetime", "textwrap", "difflib", "pprint", "csv",
            "statistics", "typing", "enum", "functools", "itertools", "collections", "string", "copy",
            "operator", "html", "urllib.parse", "logging", "argparse", "uuid", "hashlib", "base64",
-           "subprocess", "threading", "queue", "heapq", "bisect", "numbers", "calendar", "locale", "gettext")
+           "subprocess", "threading", "queue", "heapq", "bisect", "numbers", "calendar", "locale", "gettext",
+           # what every pytest run imports late (its configuration's parser, faulthandler's plugin)
+           "tomllib", "faulthandler", "_pytest._argcomplete")
 
 # Exactly what the cold runner does to sys.path before pytest loads: drop the script's directory.
 sys.path[:] = [p for p in sys.path if p != sys.path[0]] if sys.path else sys.path
