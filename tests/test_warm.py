@@ -143,18 +143,29 @@ def test_a_run_that_kills_the_server_falls_back_to_a_cold_run(sb):
     assert warm_server(sb).fallbacks == 1
 
 
+def test_a_run_that_stops_the_server_falls_back_without_waiting_out_its_timeout(sb):
+    """A stopped server never answers: the host sees it stopped, kills it and runs cold, instead
+    of holding the step (or the grading) to its deadline and reporting a timeout."""
+    sb.write_file("tests/test_freeze.py", b"import os, signal\n\ndef test_stop_parent():\n"
+                  b"    os.kill(os.getppid(), signal.SIGSTOP)\n")
+    cold, warm = cold_and_warm(sb, ["-q", "tests/test_freeze.py"], timeout=120)
+    assert not warm[1].timed_out
+    assert_same(cold, warm)
+    assert warm_server(sb).fallbacks == 1
+
+
 def test_reset_replaces_the_server_and_close_stops_it(toy_task):
     sb = make_sandbox(pristine_tree(toy_task), "namespace")
     with sb:
         sb.write_file("src/calc/ops.py", b"raise ImportError('edited')\n")
         report, _ = run_pytest(sb, ["-q", "tests"], 60, warm=True)
         assert report["errors"] and not report["tests"]  # the edit broke collection
-        first = warm_server(sb)._proc.pid
+        first = warm_server(sb).host_pid
         sb.reset()
-        assert warm_server(sb).started and warm_server(sb)._proc.pid != first  # restarted, in the background
+        assert warm_server(sb).started and warm_server(sb).host_pid != first  # restarted, in the background
         report, _ = run_pytest(sb, ["-q", "tests"], 60, warm=True)
         assert report["tests"]["tests/test_ops.py::test_mean"] == "passed"
-        server = warm_server(sb)._proc.pid
+        server = warm_server(sb).host_pid
     assert server not in processes_named("deepgym_warm")
 
 
