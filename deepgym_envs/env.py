@@ -76,9 +76,10 @@ class SandboxConfig:
     grading_timeout: float = GRADING_TIMEOUT
     """Seconds the hidden-test run may take."""
     warm_tests: bool = True
-    """Serve ``run_tests`` from a pre-imported pytest server inside the sandbox, and grade in pooled
-    views with their own servers (same results as cold runs, without interpreter start-up;
-    namespace backend). The views are closed by ``SWEEnv.close()``."""
+    """Serve ``run_tests`` from a pre-imported pytest server inside the sandbox, ``bash`` from a
+    resident command server (no bubblewrap start per step), and grade in pooled views with their
+    own servers (same results as cold runs, without start-up; namespace backend). The views are
+    closed by ``SWEEnv.close()``."""
 
     def __post_init__(self) -> None:
         if self.backend is not None:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 from deepgym_envs.actions import ToolCall, check_arguments
 from deepgym_envs.errors import SandboxError, ToolError
 from deepgym_envs.sandbox import HostPaths, Sandbox
+from deepgym_envs.sandbox.execserver import agent_exec
 from deepgym_envs.testrun import run_pytest
 
 MAX_OUTPUT_CHARS = 16_000
@@ -101,7 +102,7 @@ class Tools:
         self.test_args = list(test_args or [])
         self.bash_timeout = bash_timeout
         self.test_timeout = test_timeout
-        self.warm_tests = warm_tests  # run_tests through the sandbox's warm server, where it has one
+        self.warm_tests = warm_tests  # run_tests and bash through the sandbox's resident servers, where it has them
         self._impl: dict[str, Callable[..., ToolResult]] = {
             "view": self.view, "search": self.search, "edit": self.edit, "run_tests": self.run_tests,
             "bash": self.bash, "submit": self.submit}
@@ -276,7 +277,9 @@ class Tools:
         if not command.strip():
             raise ToolError("bash: command is empty")
         limit = min(max(timeout or self.bash_timeout, 1), 600)
-        result = self.sandbox.exec(command, limit)
+        # The sandbox's resident command server where it has one (warm helpers on): no bubblewrap
+        # start per step, the same isolation; cold otherwise.
+        result = agent_exec(self.sandbox, command, limit) if self.warm_tests else self.sandbox.exec(command, limit)
         text = result.output.rstrip("\n")  # the notes below start on the next line, not after a blank one
         if result.truncated:
             text += "\n[output truncated]"

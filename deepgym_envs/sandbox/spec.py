@@ -45,7 +45,8 @@ class SandboxSpec:
     image: str | None = None
     """docker: the image to run in (default: the tree's own image, else the built-in one)."""
     warm_tests: bool = True
-    """Serve pytest runs from a pre-imported server where the backend has one (namespace)."""
+    """Serve pytest runs from a pre-imported server, and the agent's ``bash`` steps from a resident
+    command server, where the backend has them (namespace)."""
     python_prefix: str | None = None
     """A task's Python environment (:mod:`deepgym_envs.pyenv`): bound read-only, first on ``PATH``."""
     python_home: str | None = None
