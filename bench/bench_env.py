@@ -1,7 +1,7 @@
 """Reset and tool-step latency of deepgym/SWE-v0, per sandbox backend. Prints JSON.
 
     python bench/bench_env.py [--task deepgym__tabkit-001] [--repeats 30] [--files 2000]
-                              [--backends namespace,docker,local]
+                              [--backends namespace,namespace-cold,docker,local]
 
 Each backend runs the same sequence in the same process, so the ratios are comparable even on a
 noisy machine. ``--files`` pads the task's repository with that many extra small files, to see
@@ -11,8 +11,16 @@ A backend that cannot start here is reported as ``"unavailable: <reason>"``.
 ``search_all`` searches every file (no ``include``) and is compared with ``grep -rn`` over the same
 tree, timed in the same run (``grep_rn_ms``; a process start included, as the tool's step includes none).
 
+The ``bash`` step (``true``) is compared across the ways a command can run, in the same run
+(``bash_step``): the namespace backend's resident command server (``namespace``), a bubblewrap start
+per command (``namespace-cold``: warm helpers off), ``docker exec`` (``docker``), an unsandboxed
+subprocess (``local``), and ``subprocess.run(["bash", "-c", "true"])`` alone (``bare_subprocess``).
+Each reset is followed by four bash steps: the first is reported apart (``bash_first_ms``: the
+command server restarts with the reset, in the background), the other three as ``bash_ms``.
+
 Targets (bench/README.md): namespace reset ≤ 20 ms median and ≥ 25× faster than docker; view / search /
-edit ≤ 5 ms median (the whole step: these tools start no process, so the step *is* the overhead).
+edit ≤ 5 ms median (the whole step: these tools start no process, so the step *is* the overhead);
+a ``bash`` step ≤ 5 ms median on the namespace backend.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import warnings
 from pathlib import Path
 
 from _common import builtin_task, median_ms, padded, ratio, try_backend
-from deepgym_envs.env import SWEEnv
+from deepgym_envs.env import SandboxConfig, SWEEnv
 
 STEPS = {
     "view": {"name": "view", "arguments": {"path": "README.md"}},
@@ -38,14 +46,17 @@ STEPS = {
 
 
 TOOLS = ("view", "search", "search_all", "edit")  # the steps with a latency target; bash starts a process
+BASH_STEPS = 3  # bash steps timed after each reset's first
 
 
 def bench_backend(task, backend: str, repeats: int) -> dict:
     # outcome mode: this measures the tools themselves; process shaping adds a (cached) grading.
-    env = SWEEnv([task], sandbox=backend, max_steps=0, record_timing=True, reward="outcome")
+    # namespace-cold: the same backend without its resident servers (a bubblewrap start per command).
+    sandbox = SandboxConfig("namespace", warm_tests=False) if backend == "namespace-cold" else backend
+    env = SWEEnv([task], sandbox=sandbox, max_steps=0, record_timing=True, reward="outcome")
     try:
         env.reset(options={"task_id": task.instance_id})  # builds the pristine tree and the sandbox
-        resets, steps = [], {name: [] for name in STEPS}
+        resets, steps = [], {name: [] for name in (*STEPS, "bash_first")}
         for _ in range(repeats):
             t0 = time.perf_counter()
             env.reset(options={"task_id": task.instance_id})
@@ -53,6 +64,11 @@ def bench_backend(task, backend: str, repeats: int) -> dict:
             for name, action in STEPS.items():
                 _, _, _, _, info = env.step(action)
                 steps[name].append(info["timing"]["step"])
+            # An episode runs many bash steps: the first after a reset is timed apart (a resident
+            # command server may still be starting), the rest are what "bash" reports.
+            steps["bash_first"].append(steps["bash"].pop())
+            for _ in range(BASH_STEPS):
+                steps["bash"].append(env.step(STEPS["bash"])[4]["timing"]["step"])
         return {"reset_ms": median_ms(resets), **{f"{k}_ms": median_ms(v) for k, v in steps.items()}}
     finally:
         env.close()
@@ -68,12 +84,33 @@ def grep_ms(repo: str, repeats: int) -> float:
     return median_ms(times)
 
 
+def bare_bash_ms(repeats: int) -> float:
+    """``bash -c true`` as a plain subprocess: the floor any sandboxed ``bash`` step stands on."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run(["bash", "-c", "true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+        times.append(time.perf_counter() - t0)
+    return median_ms(times)
+
+
+def bash_step(results: dict, bare: float) -> dict:
+    """The bash step per way of running it, and each against the resident server's."""
+    ways = {b: r["bash_ms"] for b, r in results.items() if isinstance(r, dict)}
+    ways["bare_subprocess"] = bare
+    out: dict = {"median_ms": ways,
+                 "first_after_reset_ms": {b: r["bash_first_ms"] for b, r in results.items() if isinstance(r, dict)}}
+    if "namespace" in ways:
+        out["over_namespace_server"] = {b: ratio(ms, ways["namespace"]) for b, ms in ways.items() if b != "namespace"}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", default="deepgym__tabkit-001")
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--files", type=int, default=2000)
-    ap.add_argument("--backends", default="namespace,docker,local")
+    ap.add_argument("--backends", default="namespace,namespace-cold,docker,local")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,11 +120,12 @@ def main() -> None:
                    for b in args.backends.split(",")}
         grep = grep_ms(task.repo_path, args.repeats)
     out = {"task": args.task, "files_in_repo": files, "repeats": args.repeats, "backends": results,
+           "bash_step": bash_step(results, bare_bash_ms(args.repeats)),
            "grep_rn_ms": grep, "search_all_over_grep_rn": {b: ratio(r["search_all_ms"], grep)
                                                           for b, r in results.items() if isinstance(r, dict)}}
     ns = results.get("namespace")
     if isinstance(ns, dict):
-        for other in ("docker", "local"):
+        for other in ("namespace-cold", "docker", "local"):
             if isinstance(results.get(other), dict):
                 out[f"ratios_{other}_over_namespace"] = {k: ratio(results[other][k], ns[k]) for k in ns}
         docker = out.get("ratios_docker_over_namespace", {}).get("reset_ms")
@@ -95,6 +133,7 @@ def main() -> None:
             "namespace_reset_le_20ms": ns["reset_ms"] <= 20,
             "reset_ge_25x_faster_than_docker": (docker >= 25) if docker else f"not measured: docker {results.get('docker')}",
             "tool_steps_le_5ms": all(ns[f"{k}_ms"] <= 5 for k in TOOLS),
+            "bash_step_le_5ms": ns["bash_ms"] <= 5,
         }
         local = results.get("local")
         if isinstance(local, dict):
