@@ -143,6 +143,10 @@ class ForkServer:
                 out += descendants(pid)
         return out
 
+    def _silent(self) -> bool:
+        """The server is alive and running (not stopped), but has not answered."""
+        return self._server is not None and _state(self._server) in ("R", "S", "D")
+
     def _await_ready(self) -> bool:
         if self._ready:
             return True
@@ -166,7 +170,9 @@ class ForkServer:
         None: nothing was sent (the caller may run the command another way). Otherwise the server
         may have started it, whatever happened next. A timeout kills the whole server, as a cold
         timeout kills the whole command; so does a server found stopped (SIGSTOP, by what it ran)
-        while the run lasts, which would otherwise hold the run to its deadline.
+        while the run lasts, which would otherwise hold the run to its deadline. A run that closed
+        its output and runs on past the deadline has timed out too (cold, bubblewrap itself holds
+        the pipes until the command ends, so the output's end waits for the command's).
         """
         assert self._ctrl is not None and self._proc is not None
         start = time.monotonic()
@@ -192,6 +198,9 @@ class ForkServer:
                 remaining = None if deadline is None else max(deadline - time.monotonic(), 0.1)
                 msg = _recv(self._ctrl, remaining)
                 reply = msg if isinstance(msg, dict) else None
+                if msg is None and deadline is not None and time.monotonic() >= deadline and self._silent():
+                    timed_out = True
+                    self.stop()
         finally:
             done.set()
         return Exchange(texts, truncated, timed_out, reply, time.monotonic() - start)

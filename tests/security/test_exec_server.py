@@ -46,6 +46,8 @@ PARITY = [
     "stat -f -c %T /tmp /testbed /dev/shm",
     "nosuchcommand",
     "echo x > /usr/x",
+    "(sleep 0.5; echo late) & echo early",  # what outlives the command never writes again
+    "exec >&- 2>&-; sleep 1; exit 4",  # output closed, then a status
 ]
 
 
@@ -146,6 +148,14 @@ def test_timeout_kills_the_command_tree_as_cold(sb):
     assert not exec_server(sb).started
     assert gone(lambda: processes_named(f"sleep\0{900}.{os.getpid()}"))  # both trees die with their namespaces
     assert agent_exec(sb, "echo next").stdout == "next\n"
+
+
+def test_a_command_that_closes_its_output_and_runs_on_times_out_as_cold(sb):
+    """Cold, bubblewrap holds the pipes until the command ends: closing them changes nothing."""
+    cmd = "echo bye; exec >&- 2>&-; sleep 60"
+    served, cold = agent_exec(sb, cmd, 2), sb.exec(cmd, 2)
+    assert fields(served) == fields(cold) == (-9, "bye\n", "", False, True)
+    assert exec_server(sb).lost == 0 and not exec_server(sb).started
 
 
 def test_reset_stops_the_server_and_the_next_one_sees_the_new_workspace(sb):
