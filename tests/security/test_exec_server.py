@@ -129,7 +129,23 @@ def test_a_command_cannot_reach_the_servers_channel_or_memory(sb):
     assert "deepgym" not in agent_exec(sb, "cat /proc/net/unix").stdout
 
 
-@pytest.mark.parametrize("attack", ["kill -9 $PPID", "kill -STOP $PPID", "kill -TERM $PPID", "kill -INT $PPID"])
+STEAL = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = libc.syscall(434, os.getppid(), 0)  # pidfd_open
+got = [libc.syscall(438, pidfd, fd, 0) for fd in range(3, 64)] if pidfd >= 0 else []  # pidfd_getfd
+print(pidfd, sorted(set(got)))
+"""
+
+
+def test_a_command_cannot_take_the_servers_descriptors(sb):
+    """pidfd_getfd would hand over the control socket: refused (seccomp; and the server is not dumpable)."""
+    out = agent_exec(sb, f"python3 -c '{STEAL}'").stdout.split(maxsplit=1)
+    assert out[1].strip() == "[-1]"  # every descriptor number refused
+
+
+@pytest.mark.parametrize("attack", ["kill -9 $PPID", "kill -STOP $PPID", "kill -TERM $PPID", "kill -INT $PPID",
+                                    "kill -9 -1"])
 def test_a_command_that_attacks_its_server_loses_its_own_status_only(sb, attack):
     agent_exec(sb, "true")
     before = exec_server(sb)._server
