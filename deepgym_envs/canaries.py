@@ -17,16 +17,21 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
+import json
 import keyword
+import os
 import random
 import re
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
 
 from deepgym_envs.errors import ToolError
 from deepgym_envs.sandbox import Sandbox
+from deepgym_envs.trees import cache_root
 
 Expect = Literal["passed", "failed"]
 #: How a planted test comes out: passes, fails by its equality check, or fails by an exception of its own.
@@ -412,14 +417,42 @@ class _Project:
         return out
 
 
+#: Bump when what :func:`_scan_project` finds changes: it names the scans stored on disk.
+_SCAN_VERSION = 1
+
+
 @functools.lru_cache(maxsize=256)
 def _project(pristine: Path, roots: frozenset[str]) -> _Project:
+    """:func:`_scan_project`, kept per tree in memory and on disk beside the tree cache: a
+    pristine tree never changes, and the scan (up to a few hundred files: 10 s and more for
+    sympy) would otherwise run in every process that grades the task, environments included."""
+    key = hashlib.sha256(json.dumps([_SCAN_VERSION, str(pristine), sorted(roots)]).encode()).hexdigest()[:16]
+    stored = cache_root() / "canary-scans" / f"{pristine.name}-{key}.json"
+    try:
+        data = json.loads(stored.read_text())
+        return _Project(bool(data["stateless"]), {name: None if params is None else frozenset(params)
+                                                  for name, params in data["signatures"].items()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    project = _scan_project(pristine, roots)
+    try:
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=stored.parent, delete=False, suffix=".tmp") as fh:
+            json.dump({"stateless": project.stateless,
+                       "signatures": {name: None if params is None else sorted(params)
+                                      for name, params in project.signatures.items()}}, fh)
+        os.replace(fh.name, stored)
+    except OSError:  # a read-only cache: the scan is simply done again next time
+        pass
+    return project
+
+
+def _scan_project(pristine: Path, roots: frozenset[str]) -> _Project:
     """Scan the pristine source of the project's top-level modules ``roots`` (never the candidate's:
     a change must not choose how canaries call it). Stateful: a ``global`` or ``nonlocal``
     statement, a default argument that is not a constant, or a function that mutates a module-level
-    name (``CACHE[k] = v``, ``SEEN.add(x)``); and a project whose source is not found. Kept per tree:
-    a pristine tree never changes, and the scan (up to a few hundred files) would otherwise run at
-    every grading, process-reward steps included."""
+    name (``CACHE[k] = v``, ``SEEN.add(x)``); and a project whose source is not found. Once one
+    file is stateful, the rest are read for their signatures only."""
     files: list[Path] = []
     for root in sorted(roots):
         for base in (pristine, pristine / "src", pristine / "lib"):
@@ -449,6 +482,8 @@ def _project(pristine: Path, roots: frozenset[str]) -> _Project:
                 known = function is not None and function.args.kwarg is None and node.name not in signatures
                 signatures[node.name] = frozenset(a.arg for a in (*function.args.posonlyargs, *function.args.args,
                                                                   *function.args.kwonlyargs)) if known else None
+        if not stateless:
+            continue  # what is left to learn of this file is its signatures (above)
         for node in ast.walk(tree):
             if isinstance(node, (ast.Global, ast.Nonlocal)):
                 stateless = False

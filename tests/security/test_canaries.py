@@ -293,3 +293,29 @@ def test_canaries_call_the_project_and_keep_their_outcome_whatever_it_does(tmp_p
             assert by_check >= 2 or name == "marker", (seed, name)
     # A project that keeps state is called with one keyword too many: none of its code runs.
     assert bool(bodies_run) == (project == _STATELESS)
+
+
+def test_the_project_scan_is_kept_on_disk_and_stops_judging_state_after_one_stateful_file(tmp_path, monkeypatch):
+    # sympy's scan took 45 s and ran again in every process that graded the task (each of
+    # `deepgym eval`'s workers); it is now stored beside the tree cache, and a project already
+    # stateful is read for its signatures only.
+    from deepgym_envs import canaries
+
+    monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg/a.py").write_text("COUNT = 0\n\n\ndef bump():\n    global COUNT\n    COUNT += 1\n")
+    (tree / "pkg/b.py").write_text("def area(width, height=1):\n    return width * height\n")
+    canaries._project.cache_clear()
+    scanned = canaries._project(tree, frozenset({"pkg"}))
+    assert not scanned.stateless and scanned.signatures["area"] == frozenset({"width", "height"})
+
+    def no_scan(*_):
+        raise AssertionError("scanned again")
+
+    monkeypatch.setattr(canaries, "_scan_project", no_scan)
+    canaries._project.cache_clear()  # what a new process starts with
+    assert canaries._project(tree, frozenset({"pkg"})) == scanned
+    # Another tree (or other roots) is scanned for itself.
+    with pytest.raises(AssertionError, match="scanned again"):
+        canaries._project(tree, frozenset({"other"}))
