@@ -16,6 +16,7 @@ The check is host-side (:func:`check`): the expected outcomes never enter the sa
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import hashlib
 import json
@@ -96,7 +97,7 @@ def plant(sb: Sandbox, ids: list[str], rng: random.Random | None = None, pristin
             source = sb.read_file(path).decode("utf-8")
         except (ToolError, UnicodeDecodeError):
             continue
-        layout = _layout(source, file_ids)
+        layout = _layout_of(source, tuple(file_ids))
         if layout is not None:
             layouts[path] = layout
     if pristine is not None or any(layout.calls for layout in layouts.values()):
@@ -159,6 +160,19 @@ def check(canaries: list[Canary], outcomes: dict[str, str], finished: bool) -> l
 
 
 # -- where canaries go ---------------------------------------------------------------------------
+def _layout_of(source: str, file_ids: tuple[str, ...]) -> _Layout | None:
+    """:func:`_layout`, a fresh copy of the one worked out for the same source and ids before: a
+    grading plants into the same pristine test files every time, and reading one (its calls of
+    the project above all) is most of the host's own work in a warm grading."""
+    layout = _cached_layout(source, file_ids)
+    return copy.deepcopy(layout) if layout is not None else None
+
+
+@functools.lru_cache(maxsize=128)
+def _cached_layout(source: str, file_ids: tuple[str, ...]) -> _Layout | None:
+    return _layout(source, list(file_ids))
+
+
 def _layout(source: str, file_ids: list[str]) -> _Layout | None:
     try:
         tree = ast.parse(source)

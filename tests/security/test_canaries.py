@@ -319,3 +319,20 @@ def test_the_project_scan_is_kept_on_disk_and_stops_judging_state_after_one_stat
     # Another tree (or other roots) is scanned for itself.
     with pytest.raises(AssertionError, match="scanned again"):
         canaries._project(tree, frozenset({"other"}))
+
+
+def test_a_files_layout_is_worked_out_once_and_each_grading_gets_its_own_copy():
+    # Reading the test file (its calls of the project above all) was most of the host's work in
+    # a warm grading, and the same pristine files are read at every one.
+    from deepgym_envs import canaries
+
+    source = "from calc.ops import clamp\n\n\ndef test_clamp():\n    assert clamp(5, 0, 10) == 5\n"
+    ids = ("tests/test_ops.py::test_clamp",)
+    canaries._cached_layout.cache_clear()
+    first = canaries._layout_of(source, ids)
+    first.calls.clear()  # what plant() does to the layout it is given (its calls are replaced)
+    first.taken.add("test_mine")
+    second = canaries._layout_of(source, ids)
+    assert canaries._cached_layout.cache_info().hits == 1
+    assert second.calls == [("clamp", "clamp(5, 0, 10)")] and "test_mine" not in second.taken
+    assert second == canaries._layout(source, list(ids))
