@@ -184,8 +184,11 @@ class Tools:
         return ToolResult("\n".join(matches) + more)
 
     def _search_in_sandbox(self, pattern: str, rel: str, include: str | None) -> tuple[list[str], int]:
-        res = self.sandbox.exec(["python3", "-c", _search_script(), pattern, rel, include or "",
-                                 json.dumps(sorted(SKIP_DIRS)), str(MAX_SEARCH_MATCHES)], timeout=SEARCH_TIMEOUT)
+        argv = ["python3", "-c", _search_script(), pattern, rel, include or "", json.dumps(sorted(SKIP_DIRS)),
+                str(MAX_SEARCH_MATCHES)]
+        # The agent's own command, as a bash step is: through its command server where it has one.
+        res = (agent_exec(self.sandbox, argv, SEARCH_TIMEOUT) if self.warm_tests
+               else self.sandbox.exec(argv, timeout=SEARCH_TIMEOUT))
         if res.timed_out:
             raise ToolError(f"search: the regular expression ran longer than {SEARCH_TIMEOUT:.0f}s; simplify it "
                             "(nested repetition such as (a+)+ backtracks exponentially)")

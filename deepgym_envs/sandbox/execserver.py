@@ -95,7 +95,7 @@ def exec_server(sb: Sandbox) -> ExecServer | None:
     return sb.resident(KEY, lambda: ExecServer(sb))
 
 
-def agent_exec(sb: Sandbox, cmd: str, timeout: float | None = None) -> ExecResult:
+def agent_exec(sb: Sandbox, cmd: list[str] | str, timeout: float | None = None) -> ExecResult:
     """One of the agent's own commands: through the sandbox's command server where it has one,
     else (or when the server cannot take it) cold. Never for grading or anything the agent must
     not influence: the server is the agent's, and the agent can disturb it."""
