@@ -160,8 +160,8 @@ class Resident(Protocol):
     def start(self) -> None:
         """Start it, without waiting for it to be ready."""
 
-    def stop(self) -> None:
-        """Kill it and everything it runs."""
+    def stop(self, wait: bool = True) -> None:
+        """Kill it and everything it runs (``wait=False``: leave reaping it to a later call)."""
 
     def leftovers(self) -> list[int]:
         """Host pids of live processes it started that are not itself (what a run left behind)."""

@@ -380,6 +380,14 @@ class NamespaceSandbox(HostViewSandbox):
         fds = self._command_fds()
         try:
             argv = self._argv(cmd, command_env(env), cwd, fds)
+            limits = _limits_argv(self.limits, user_process_baseline(), self._cgroup)
+            if limits is not None:
+                # Programs set the limits, so this process is not forked (no Python pre-exec hook
+                # runs): a fork copies this whole process with the interpreter lock held, several
+                # milliseconds that every thread of it (a reset returning) waits out.
+                return subprocess.Popen([*limits, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                                        pass_fds=(*pass_fds, *fds))
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
                                     pass_fds=(*pass_fds, *fds),
@@ -463,7 +471,7 @@ class NamespaceSandbox(HostViewSandbox):
         self._check_open()
         restart = [resident for resident in self._residents.values() if resident.started]
         for resident in self._residents.values():
-            resident.stop()
+            resident.stop(wait=False)  # it sees only the old holder's workspace while it dies
         self._detach_net()
         old, self._holder = self._holder, None
         if old is not None:
@@ -508,6 +516,25 @@ def _resident_preexec(limits: SandboxLimits, baseline: int, cgroup: PidsCgroup |
 
     apply_rlimits(limits, baseline, cgroup)
     ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG off
+
+
+def _limits_argv(limits: SandboxLimits, baseline: int, cgroup: PidsCgroup | None) -> list[str] | None:
+    """argv prefix doing what :func:`_resident_preexec` does, with programs: join the pids cgroup
+    (``sh`` writes its own pid, then becomes the rest), then ``prlimit``'s limits, the same as
+    :func:`apply_rlimits` sets. None where ``prlimit`` is missing (the pre-exec hook then)."""
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        return None
+    out = (["sh", "-c", 'echo 0 > "$0" && exec "$@"', os.path.join(cgroup.path, "cgroup.procs")]
+           if cgroup is not None else [])
+    out += [prlimit]
+    if limits.memory_bytes:
+        out.append(f"--as={limits.memory_bytes}")
+    if limits.disk_bytes:
+        out.append(f"--fsize={limits.disk_bytes}")
+    if limits.max_processes and cgroup is None:
+        out.append(f"--nproc={baseline + limits.max_processes}")
+    return [*out, "--core=0", "--"]
 
 
 def _kill_holder(holder: subprocess.Popen, read_error: bool = False, wait: bool = True) -> str:

@@ -62,6 +62,7 @@ class ForkServer:
         self._ready = False
         self._server: int | None = None  # the server's host pid once it is ready
         self._starter: threading.Thread | None = None  # a start in progress
+        self._dying: list[subprocess.Popen] = []  # killed, not yet reaped
         self._lock = threading.Lock()
         self.runs = self.fallbacks = 0
 
@@ -97,16 +98,21 @@ class ForkServer:
         if starter is not None:
             starter.join()
 
-    def stop(self) -> None:
-        """Kill the server and everything it runs (its bubblewrap PID namespace goes with it)."""
+    def stop(self, wait: bool = True) -> None:
+        """Kill the server and everything it runs (its bubblewrap PID namespace goes with it).
+
+        ``wait=False`` (a ``reset()``: the new holder's workspace is out of the old server's reach)
+        leaves the killed process to be reaped at a later start or stop instead of waiting here
+        for the kernel to tear it down."""
         self._started()
         proc, ctrl = self._proc, self._ctrl
         self._proc, self._ctrl, self._ready, self._server = None, None, False, None
+        if proc is not None:  # killed first: closing its channel first wakes it to run for nothing
+            _kill(proc)
+            self._dying.append(proc)
         if ctrl is not None:
             ctrl.close()
-        if proc is not None:
-            _kill(proc)
-            proc.wait()
+        self._dying = [p for p in self._dying if (p.wait() if wait else p.poll()) is None]
 
     @property
     def started(self) -> bool:
