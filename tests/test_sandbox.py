@@ -257,6 +257,45 @@ def test_sandbox_dies_with_its_owner_process(tree, tmp_path):
     assert not os.path.exists(f"/proc/{holder}")
 
 
+@pytest.mark.parametrize("backend", ["namespace", "local"])
+def test_a_running_command_dies_with_its_owner_process(tree, backend):
+    """Commands start without a Python pre-exec hook (setpriv sets the parent-death signal): one
+    still running when its owner is SIGKILLed goes with it (bubblewrap would see to it on the
+    namespace backend anyway; on local nothing else does)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    marker = f"4242.{os.getpid()}"
+    script = textwrap.dedent(f"""
+        import os, threading, time, warnings
+        from pathlib import Path
+        from deepgym_envs.sandbox import make_sandbox
+        warnings.simplefilter("ignore")
+        box = make_sandbox(Path({str(tree)!r}), {backend!r})
+        threading.Thread(target=box.exec, args=(["sleep", {marker!r}],), daemon=True).start()
+        time.sleep(2)
+        os.kill(os.getpid(), 9)
+    """)
+    subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+
+    def sleepers():
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if fh.read() == f"sleep\0{marker}\0".encode():
+                        found.append(pid)
+            except OSError:
+                pass
+        return found
+
+    deadline = time.monotonic() + 10
+    while sleepers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sleepers()
+
+
 def test_unavailable_namespace_backend_says_what_to_do(tree, monkeypatch):
     """Without bubblewrap (or namespaces), the error names the problem and the other backends."""
     import shutil

@@ -40,6 +40,7 @@ from typing import Callable, Sequence, TypeVar, cast
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
 from deepgym_envs.sandbox import identity, netstack, seccomp, staging
 from deepgym_envs.sandbox.base import (HostViewSandbox, Resident, SandboxLimits, apply_rlimits, command_env,
+                                       limits_argv,
                                        remove_tree, task_python_env, user_process_baseline)
 from deepgym_envs.sandbox.cgroup import PidsCgroup
 from deepgym_envs.sandbox.hidden import SYSTEM_DIRS, covered, hidden_paths, tree_packages
@@ -380,7 +381,7 @@ class NamespaceSandbox(HostViewSandbox):
         fds = self._command_fds()
         try:
             argv = self._argv(cmd, command_env(env), cwd, fds)
-            limits = _limits_argv(self.limits, user_process_baseline(), self._cgroup)
+            limits = limits_argv(self.limits, user_process_baseline(), self._cgroup, parent_death=False)
             if limits is not None:
                 # Programs set the limits, so this process is not forked (no Python pre-exec hook
                 # runs): a fork copies this whole process with the interpreter lock held, several
@@ -516,25 +517,6 @@ def _resident_preexec(limits: SandboxLimits, baseline: int, cgroup: PidsCgroup |
 
     apply_rlimits(limits, baseline, cgroup)
     ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG off
-
-
-def _limits_argv(limits: SandboxLimits, baseline: int, cgroup: PidsCgroup | None) -> list[str] | None:
-    """argv prefix doing what :func:`_resident_preexec` does, with programs: join the pids cgroup
-    (``sh`` writes its own pid, then becomes the rest), then ``prlimit``'s limits, the same as
-    :func:`apply_rlimits` sets. None where ``prlimit`` is missing (the pre-exec hook then)."""
-    prlimit = shutil.which("prlimit")
-    if prlimit is None:
-        return None
-    out = (["sh", "-c", 'echo 0 > "$0" && exec "$@"', os.path.join(cgroup.path, "cgroup.procs")]
-           if cgroup is not None else [])
-    out += [prlimit]
-    if limits.memory_bytes:
-        out.append(f"--as={limits.memory_bytes}")
-    if limits.disk_bytes:
-        out.append(f"--fsize={limits.disk_bytes}")
-    if limits.max_processes and cgroup is None:
-        out.append(f"--nproc={baseline + limits.max_processes}")
-    return [*out, "--core=0", "--"]
 
 
 def _kill_holder(holder: subprocess.Popen, read_error: bool = False, wait: bool = True) -> str:
