@@ -57,10 +57,7 @@ class ExecServer(ForkServer):
         if len(json.dumps(request)) > MAX_REQUEST:
             return None
         with self._lock:
-            self.start()
-            if not self._await_ready():
-                self.stop()
-                self.fallbacks += 1
+            if not self._serving():
                 return None
             return self._run(request, timeout or self.sandbox.limits.timeout)
 

@@ -153,6 +153,16 @@ class ForkServer:
         """The server is alive and running (not stopped), but has not answered."""
         return self._server is not None and _state(self._server) in ("R", "S", "D")
 
+    def _serving(self) -> bool:
+        """Start the server if need be and wait until it is ready; False, with it stopped and the
+        fallback counted, when it will not be (the caller then runs the request cold)."""
+        self.start()
+        if self._await_ready():
+            return True
+        self.stop()
+        self.fallbacks += 1
+        return False
+
     def _await_ready(self) -> bool:
         if self._ready:
             return True

@@ -52,10 +52,7 @@ class WarmRunner(ForkServer):
             return None
         timeout = timeout or self.sandbox.limits.timeout
         with self._lock:
-            self.start()
-            if not self._await_ready():
-                self.stop()
-                self.fallbacks += 1
+            if not self._serving():
                 return None
             result = self._run(args, timeout, cwd)
             if result is None:
