@@ -77,6 +77,23 @@ def test_edge_cases_match_cold(sb, setup, args):
     assert_same(*cold_and_warm(sb, args))
 
 
+def test_a_test_file_compiled_by_the_server_is_its_bytes_of_this_run(sb):
+    """The server keeps the compiles of test files it made for earlier runs (same path, same bytes):
+    a file changed since then, or its helpers around it, is this run's, never the last one's."""
+    sb.write_file("tests/test_kept.py", b"def test_kept():\n    assert 1 + 1 == 2\n")
+    first = cold_and_warm(sb, ["-q", "tests/test_kept.py"])
+    assert_same(*first)
+    assert first[1][0]["tests"] == {"tests/test_kept.py::test_kept": "passed"}
+    again = cold_and_warm(sb, ["-q", "tests/test_kept.py"])  # the server's kept compile: same result
+    assert_same(*again)
+    # Same length, one byte different: a different file.
+    sb.write_file("tests/test_kept.py", b"def test_kept():\n    assert 1 + 1 == 3\n")
+    changed = cold_and_warm(sb, ["-q", "tests/test_kept.py"])
+    assert_same(*changed)
+    assert changed[1][0]["tests"] == {"tests/test_kept.py::test_kept": "failed"}
+    assert warm_server(sb).fallbacks == 0
+
+
 def test_repository_modules_are_imported_fresh_every_run(sb):
     # A test that mutates module state passes only if it sees a fresh module each run.
     sb.write_file("src/calc/state.py", b"COUNT = 0\n")

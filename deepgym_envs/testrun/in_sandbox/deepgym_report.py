@@ -173,17 +173,33 @@ def _trust(workspace):
 _CO_OPTIMIZED = 0x1  # set on functions, lambdas and comprehensions; not on class bodies
 
 
+#: (path, bytes) -> what _compile_variants made of them. Empty in a cold run; the warm server hands
+#: each run the ones it made before forking: the same function on the same bytes and path, which
+#: is all a compile depends on (a file's layout depends on the workspace too, and is never kept).
+_PRECOMPILED = {}
+
+
 def _compiled_variants(path, workspace, rewritten=None):
     """What importing the test file at ``path`` can run: the plain compile (``--assert=plain``,
     files pytest does not rewrite) and pytest's assertion-rewritten one (as ``_rewrite_test`` does
-    it), with the file's layout (see ``_layout``); one parse, rewritten in place last. The
-    rewritten code goes into ``rewritten[path]`` with the bytes it was compiled from."""
+    it), with the file's layout (see ``_layout``). The rewritten code goes into
+    ``rewritten[path]`` with the bytes it was compiled from."""
     import ast
 
     with open(path, "rb") as fh:
         source = fh.read()
     tree = ast.parse(source, filename=path)
     layout = _layout(tree, path, workspace)
+    found = _PRECOMPILED.get((path, source))
+    out, rewrote = found if found is not None else _compile_variants(tree, source, path)
+    if rewrote and rewritten is not None:
+        rewritten[path] = (source, out[-1])
+    return layout, out
+
+
+def _compile_variants(tree, source, path):
+    """([plain code, rewritten code], whether the rewrite was made) of ``source`` parsed as
+    ``tree``, which is rewritten in place."""
     out = [compile(tree, path, "exec", dont_inherit=True)]
     try:
         from _pytest.assertion.rewrite import rewrite_asserts
@@ -191,10 +207,15 @@ def _compiled_variants(path, workspace, rewritten=None):
         rewrite_asserts(tree, source, path, None)
         out.append(compile(tree, path, "exec", dont_inherit=True))
     except Exception:  # a pytest without the rewriter's entry point: plain imports only
-        return layout, out
-    if rewritten is not None:
-        rewritten[path] = (source, out[-1])
-    return layout, out
+        return out, False
+    return out, True
+
+
+def _precompile(source, path):
+    """What :func:`_compiled_variants` would compile of ``source`` at ``path`` (for the warm server)."""
+    import ast
+
+    return _compile_variants(ast.parse(source, filename=path), source, path)
 
 
 def _reuse_rewrites(rewritten):
