@@ -98,6 +98,9 @@ roots += [sys.prefix, sys.base_prefix, *site.getsitepackages()]
 print(json.dumps({"roots": sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)})}))
 '''
 _PER_TASK_ROOTS = ("/testbed", "/tmp")
+#: An order singles out the files to fix only where chance would put them on top less than one
+#: time in this many (C(files, files to fix) orders).
+ORDER_ODDS = 100
 
 
 @dataclass
@@ -336,7 +339,10 @@ def _order_leaks(task: Task, stats: list[list[Any]]) -> list[Leak]:
     files = [row for row in stats if isinstance(row, list) and len(row) == 4]
     present = gold & {row[0] for row in files}
     k = len(present)
-    if not k or len(files) <= k:
+    if not k or math.comb(len(files), k) < ORDER_ODDS:
+        # Any order would put them on top this often: a file system that reuses freed inodes
+        # numbers a small tree's files in no particular order, and one of six files is on top by
+        # chance one time in six. What cannot single them out is no leak; the agent sees no more.
         return []
     by_path = {row[0] for row in sorted(files, key=lambda r: r[0], reverse=True)[:k]}
     out = []

@@ -105,7 +105,12 @@ def test_leak_scan_finds_answers_planted_in_the_starting_state(tmp_path):
     sha = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=fixed, text=True, cwd=tree,
                          capture_output=True, check=True).stdout.strip()
     # The file to fix written last: its modification time names it (how trees used to be built).
-    by_time = task_from_row(toy_row(write_toy_repo(tmp_path / "time"), instance_id="toy__time-001"))
+    # Among enough files that chance would not put it on top (one of six files is, one time in six).
+    padded = write_toy_repo(tmp_path / "time")
+    (padded / "docs").mkdir()
+    for i in range(120):
+        (padded / f"docs/note_{i:03d}.txt").write_text(f"note {i}\n")
+    by_time = task_from_row(toy_row(padded, instance_id="toy__time-001"))
     newest = pristine_tree(by_time) / "src/calc/ops.py"
     os.utime(newest, ns=(newest.stat().st_atime_ns, newest.stat().st_mtime_ns + 10**9))
     clean = task_from_row(toy_row(write_toy_repo(tmp_path / "clean"), instance_id="toy__clean-001"))
@@ -202,3 +207,17 @@ def test_an_episode_leaves_no_answer_for_the_next(tmp_path):
         sb.write_file("src/calc/ops.py", fixed)
         assert "min(x, hi)" in sb.diff()
     assert [leak for leak in scan_tasks([task]) if leak.location.startswith("git object")] == []
+
+
+def test_an_order_that_chance_would_give_is_no_leak(toy):
+    # In CI a file system reusing freed inodes numbered the toy tree's six files in no particular
+    # order, and the scan called src/calc/ops.py (on top one time in six) a leak, now and then.
+    from deepgym_envs.audit.leaks import _order_leaks
+
+    def stats(n: int) -> list[list[object]]:
+        rows = [[f"docs/f{i:03d}.txt", 0, 0, i] for i in range(n - 1)]
+        return rows + [["src/calc/ops.py", 0, 0, n]]  # the file to fix has the highest inode
+
+    assert _order_leaks(toy, stats(6)) == []
+    found = _order_leaks(toy, stats(200))
+    assert [leak.location for leak in found] == ["/testbed: the files to fix have the highest inode number"]
