@@ -215,7 +215,7 @@ def test_an_order_that_chance_would_give_is_no_leak(toy):
     from deepgym_envs.audit.leaks import _order_leaks
 
     def stats(n: int) -> list[list[object]]:
-        rows = [[f"docs/f{i:03d}.txt", 0, 0, i] for i in range(n - 1)]
+        rows = [[f"tests/f{i:03d}.txt", 0, 0, i] for i in range(n - 1)]  # later by path than src/
         return rows + [["src/calc/ops.py", 0, 0, n]]  # the file to fix has the highest inode
 
     assert _order_leaks(toy, stats(6)) == []
