@@ -163,7 +163,10 @@ def _serve(ctrl):
 #: finds what it would have made; nothing a run does reaches this process, and a key holds every
 #: input of the compile (nothing of the workspace around the file).
 _PRECOMPILED = {}
-_PRECOMPILED_MAX = 256
+#: What it keeps: files up to 1 MiB, 32 MiB of them in all (the oldest go first). Memory the
+#: workspace's files could otherwise grow without bound in a server that lives for an episode.
+_PRECOMPILED_FILE = 1 << 20
+_PRECOMPILED_BYTES = 32 << 20
 
 
 def _precompile(request):
@@ -173,10 +176,8 @@ def _precompile(request):
     cwd = request.get("cwd")
     if not isinstance(cwd, str) or not _PRE:
         return
-    for arg in request.get("args", []):
-        path = arg.partition("::")[0] if isinstance(arg, str) else ""
-        if not path.endswith(".py"):
-            continue
+    paths = {arg.partition("::")[0] for arg in request.get("args", []) if isinstance(arg, str)}
+    for path in sorted(p for p in paths if p.endswith(".py")):
         path = os.path.realpath(os.path.join(cwd, path))
         try:
             # Never blocks on what the workspace put there (a FIFO): a regular file or nothing.
@@ -184,12 +185,13 @@ def _precompile(request):
             with open(fd, "rb") as fh:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
                     continue
-                source = fh.read(1 << 24)
+                source = fh.read(_PRECOMPILED_FILE + 1)
             key = (path, source)
-            if key not in _PRECOMPILED:
-                while len(_PRECOMPILED) >= _PRECOMPILED_MAX:
-                    _PRECOMPILED.pop(next(iter(_PRECOMPILED)))
-                _PRECOMPILED[key] = _PRE[0](source, path)
+            if len(source) > _PRECOMPILED_FILE or key in _PRECOMPILED:
+                continue
+            while _PRECOMPILED and sum(len(k[1]) for k in _PRECOMPILED) + len(source) > _PRECOMPILED_BYTES:
+                _PRECOMPILED.pop(next(iter(_PRECOMPILED)))
+            _PRECOMPILED[key] = _PRE[0](source, path)
         except Exception:  # unreadable or unparsable: the run reports it as it would anyway
             continue
 
