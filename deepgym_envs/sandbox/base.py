@@ -253,14 +253,11 @@ class HostViewSandbox:
             full_env["DEEPGYM_REPORT_FD"] = str(pipe[1])
         fds = self._command_fds()
         try:
-            full = self._argv(argv, full_env, inner_cwd, fds)
-            limits = limits_argv(self.limits, baseline, self._cgroup, parent_death=True)
-            if limits is not None:  # see limits_argv: this process is then not forked
-                return run_process([*limits, *full], timeout or self.limits.timeout, self.limits,
-                                   report_pipe=pipe, pass_fds=fds)
-            return run_process(full, timeout or self.limits.timeout,
-                               self.limits, preexec=functools.partial(apply_rlimits, self.limits, baseline,
-                                                                      self._cgroup),
+            # Limits set by programs (this process is then not forked), else by the pre-exec hook.
+            prefix = limits_argv(self.limits, baseline, self._cgroup, parent_death=True)
+            hook = None if prefix is not None else functools.partial(apply_rlimits, self.limits, baseline, self._cgroup)
+            return run_process([*(prefix or ()), *self._argv(argv, full_env, inner_cwd, fds)],
+                               timeout or self.limits.timeout, self.limits, preexec=hook,
                                report_pipe=pipe, pass_fds=fds)
         finally:
             for fd in fds:
@@ -588,7 +585,7 @@ def limits_argv(limits: SandboxLimits, baseline_procs: int = 0, cgroup=None, *,
     other thread waits out. Without one the child is started by vfork. None where ``prlimit`` or
     ``setpriv`` is missing (the hook is used then).
     """
-    prlimit, setpriv = shutil.which("prlimit"), shutil.which("setpriv")
+    prlimit, setpriv = _limit_programs()
     if prlimit is None or (parent_death and setpriv is None):
         return None
     out = (["sh", "-c", 'echo 0 > "$0" && exec "$@"', os.path.join(cgroup.path, "cgroup.procs")]
@@ -603,6 +600,12 @@ def limits_argv(limits: SandboxLimits, baseline_procs: int = 0, cgroup=None, *,
     if limits.max_processes and cgroup is None:
         out.append(f"--nproc={baseline_procs + limits.max_processes}")
     return [*out, "--core=0", "--"]
+
+
+@functools.lru_cache(maxsize=1)
+def _limit_programs() -> tuple[str | None, str | None]:
+    """``prlimit`` and ``setpriv``, looked up once: every command asks."""
+    return shutil.which("prlimit"), shutil.which("setpriv")
 
 
 @functools.lru_cache(maxsize=1)

@@ -380,20 +380,16 @@ class NamespaceSandbox(HostViewSandbox):
         self._check_open()
         fds = self._command_fds()
         try:
-            argv = self._argv(cmd, command_env(env), cwd, fds)
-            limits = limits_argv(self.limits, user_process_baseline(), self._cgroup, parent_death=False)
-            if limits is not None:
-                # Programs set the limits, so this process is not forked (no Python pre-exec hook
-                # runs): a fork copies this whole process with the interpreter lock held, several
-                # milliseconds that every thread of it (a reset returning) waits out.
-                return subprocess.Popen([*limits, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                                        pass_fds=(*pass_fds, *fds))
-            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            # Programs set the limits where they are installed, so this process is not forked (a
+            # fork copies it whole with the interpreter lock held, which a reset returning waits
+            # out); the pre-exec hook otherwise.
+            prefix = limits_argv(self.limits, user_process_baseline(), self._cgroup, parent_death=False)
+            hook = None if prefix is not None else functools.partial(_resident_preexec, self.limits,
+                                                                      user_process_baseline(), self._cgroup)
+            return subprocess.Popen([*(prefix or ()), *self._argv(cmd, command_env(env), cwd, fds)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                                    pass_fds=(*pass_fds, *fds),
-                                    preexec_fn=functools.partial(_resident_preexec, self.limits,
-                                                                 user_process_baseline(), self._cgroup))
+                                    pass_fds=(*pass_fds, *fds), preexec_fn=hook)
         finally:
             for fd in fds:
                 os.close(fd)
