@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from deepgym_envs.actions import ToolCall, check_arguments
 from deepgym_envs.errors import SandboxError, ToolError
-from deepgym_envs.sandbox import HostPaths, Sandbox
+from deepgym_envs.sandbox import ExecResult, HostPaths, Sandbox
 from deepgym_envs.sandbox.execserver import agent_exec
 from deepgym_envs.testrun import run_pytest
 
@@ -186,9 +186,7 @@ class Tools:
     def _search_in_sandbox(self, pattern: str, rel: str, include: str | None) -> tuple[list[str], int]:
         argv = ["python3", "-c", _search_script(), pattern, rel, include or "", json.dumps(sorted(SKIP_DIRS)),
                 str(MAX_SEARCH_MATCHES)]
-        # The agent's own command, as a bash step is: through its command server where it has one.
-        res = (agent_exec(self.sandbox, argv, SEARCH_TIMEOUT) if self.warm_tests
-               else self.sandbox.exec(argv, timeout=SEARCH_TIMEOUT))
+        res = self._own_command(argv, SEARCH_TIMEOUT)  # the agent's own, as a bash step is
         if res.timed_out:
             raise ToolError(f"search: the regular expression ran longer than {SEARCH_TIMEOUT:.0f}s; simplify it "
                             "(nested repetition such as (a+)+ backtracks exponentially)")
@@ -280,9 +278,7 @@ class Tools:
         if not command.strip():
             raise ToolError("bash: command is empty")
         limit = min(max(timeout or self.bash_timeout, 1), 600)
-        # The sandbox's resident command server where it has one (warm helpers on): no bubblewrap
-        # start per step, the same isolation; cold otherwise.
-        result = agent_exec(self.sandbox, command, limit) if self.warm_tests else self.sandbox.exec(command, limit)
+        result = self._own_command(command, limit)
         text = result.output.rstrip("\n")  # the notes below start on the next line, not after a blank one
         if result.truncated:
             text += "\n[output truncated]"
@@ -292,6 +288,11 @@ class Tools:
             text += f"\n[exit code {result.exit_code}]"
         return ToolResult(text.strip() or "(no output)", info={"exit_code": result.exit_code},
                           changed_workspace=True)
+
+    def _own_command(self, cmd: list[str] | str, timeout: float) -> ExecResult:
+        """One of the agent's own commands: through the sandbox's resident command server where it
+        has one and warm helpers are on (no bubblewrap start per step, the same isolation), else cold."""
+        return agent_exec(self.sandbox, cmd, timeout) if self.warm_tests else self.sandbox.exec(cmd, timeout)
 
     def submit(self) -> ToolResult:
         return ToolResult("submitted", submitted=True)
