@@ -70,9 +70,8 @@ class ForkServer:
     def start(self) -> None:
         """Start the server without waiting for it (it gets ready while the agent thinks).
 
-        Starting the sandboxed command is itself a fork and exec of this process (several
-        milliseconds): it runs in a thread, so a ``reset()`` that restarts the server does not
-        wait for it."""
+        Starting the sandboxed command (building its view's argv, then the process) runs in a
+        thread, so a ``reset()`` that restarts the server does not wait for it."""
         if self.started:
             return
         self._starter = threading.Thread(target=self._spawn, name=f"start-{self.script}", daemon=True)

@@ -136,12 +136,12 @@ def _serve(ctrl):
         if not msg:
             sys.exit(0)
         request = json.loads(msg)
-        _precompile(request)
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
             ctrl.send(json.dumps({"error": "expected 3 descriptors"}).encode())
             continue
+        _precompile(request)  # for this run's child, which inherits it, and for later runs
         pid = os.fork()
         if pid == 0:
             ctrl.close()
