@@ -29,8 +29,6 @@ import base64
 import json
 import math
 import re
-import subprocess
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -203,13 +201,11 @@ def _in_tree_any(tree: Path, texts: list[str]) -> set[str]:
     """Those of ``texts`` some file of the tree's commit holds (one ``git grep`` for all)."""
     if not texts:
         return set()
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".needles") as fh:
-        fh.write("\n".join(texts) + "\n")
-        fh.flush()
-        proc = subprocess.run(["git", "-c", "safe.directory=*", "grep", "-h", "-o", "-I", "-F", "--no-color",
-                               "-f", fh.name, "HEAD", "--"], cwd=tree, capture_output=True)
+    # git grep exits 1 when nothing matches: not an error here. The patterns come on stdin.
+    out = run_git(["grep", "-h", "-o", "-I", "-F", "--no-color", "-f", "-", "HEAD", "--"], cwd=tree,
+                  input="\n".join(texts) + "\n", check=False)
     # -o prints the longest match at a place: a text inside a longer one is found through it.
-    matches = set(proc.stdout.decode("utf-8", "replace").splitlines())
+    matches = set(out.splitlines())
     return {t for t in texts if t in matches or any(t in m for m in matches)}
 
 
