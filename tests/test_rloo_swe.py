@@ -94,3 +94,29 @@ def test_vllm_engine_receives_the_trained_weights(tmp_path):
     synced = llm.generate(prompt, params)[0]
     fresh = VLLMBackend(config.model, gpu_memory_utilization=0.3)
     assert synced.completion_ids != fresh.generate(prompt, params)[0].completion_ids
+
+
+def test_each_training_batch_draws_fresh_samples(toy_task):
+    """The online trainer's collector must not replay one batch's random draws in the next: with the
+    loop's seeds fixed per episode index, every step sampled the same episodes from a policy that
+    had barely moved, so RLOO saw the same few failures again and again."""
+    from deepgym_agents.config import CollectConfig
+    from deepgym_agents.llm import SamplingParams
+    from deepgym_agents.llm.hf import HFBackend
+    from deepgym_agents.rloo.collect import LoopCollector
+    from deepgym_agents.tiny_model import build_model, build_tokenizer
+
+    tok = build_tokenizer()
+    llm = HFBackend(build_model(tok, hidden=32), tok, model_name="tiny")
+    config = CollectConfig(env_kwargs={"tasks": [toy_task], "sandbox": SANDBOX}, max_steps=1,
+                           params=SamplingParams(max_tokens=16, seed=7), show_progress=False)
+
+    def completions(batch):
+        return [tuple(t.turns[0].completion_ids) for t in batch]
+
+    collector = LoopCollector(llm, config)
+    first = completions(collector.collect([toy_task.instance_id], 2))
+    second = completions(collector.collect([toy_task.instance_id], 2))
+    assert len(set(first + second)) == 4  # the same weights, four different samples
+    # still reproducible: a new collector with the same seed replays the same sequence of batches
+    assert completions(LoopCollector(llm, config).collect([toy_task.instance_id], 2)) == first

@@ -170,11 +170,17 @@ class LoopCollector:
     llm: Any
     config: CollectConfig = field(default_factory=lambda: CollectConfig(show_progress=False))
     """Everything the loop runs with; ``k`` comes from each :meth:`collect` call."""
+    _calls: int = field(default=0, init=False, repr=False)
 
     def collect(self, task_ids: Sequence[str], k: int, *, policy_version: int = 0) -> list[Trajectory]:
+        """One batch. Every call draws fresh samples: the loop derives each episode's (and turn's)
+        sampling seed from ``config.seed``, so reusing it would give every training step the same
+        random draws, and a policy that barely moves would be trained on the same episodes again."""
         from deepgym_agents.loop import collect
 
-        return collect(self.llm, list(task_ids), replace(self.config, k=k), policy_version=policy_version)
+        config = replace(self.config, k=k, seed=self.config.seed + self._calls * len(task_ids) * k)
+        self._calls += 1
+        return collect(self.llm, list(task_ids), config, policy_version=policy_version)
 
     def sync(self, model: Any) -> float:
         from deepgym_agents.rloo.weights import policy_state_dict
