@@ -82,14 +82,16 @@ def sft_checkpoint(out: Path, train: list[str], *, steps: int, lr: float, seed: 
 
 def arm_config(name: str, checkpoint: Path, out: Path, train: list[str], *, steps: int, k: int, lr: float,
                seed: int, device: str, sandbox: str, kl_coef: float = 0.0, neg_adv_scale: float = 1.0,
-               sft_coef: float = 0.0, demos: str = "", reuse_optimizer: bool = False) -> TrainConfig:
+               sft_coef: float = 0.0, demos: str = "", reuse_optimizer: bool = False,
+               baseline: str = "group") -> TrainConfig:
+    turn = ARMS[name]["advantage"] == "turn"
     return TrainConfig.from_dict(dict(
         model=str(checkpoint), env_id="deepgym/SWE-v0", tasks="builtin", task_ids=train, toolset=TOOLSET,
         sandbox=sandbox, tasks_per_step=len(train), k=k, max_steps=MAX_STEPS, max_new_tokens=MAX_NEW_TOKENS,
         reward_mode="process", lr=lr, kl_coef=kl_coef, neg_adv_scale=neg_adv_scale, sft_coef=sft_coef,
         sft_data=demos if sft_coef else "", optimizer_from=str(checkpoint) if reuse_optimizer else "", steps=steps,
         micro_batch=k, seed=seed, device=device, checkpoint_every=0,
-        show_progress=False, out=str(out / name), **ARMS[name]))
+        show_progress=False, out=str(out / name), baseline=baseline if turn else "group", **ARMS[name]))
 
 
 def evaluate(model: Any, tokenizer: Any, tasks: list[str], *, k: int, sandbox: str) -> dict[str, float]:
@@ -131,7 +133,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         config = arm_config(name, checkpoint, out, args.train, steps=args.rl_steps, k=args.k, lr=args.rl_lr,
                             seed=args.seed, device=args.device, sandbox=args.sandbox, kl_coef=args.kl_coef,
                             neg_adv_scale=args.neg_adv_scale, sft_coef=args.sft_coef,
-                            demos=args.demos or str(out / "demos.jsonl"), reuse_optimizer=args.reuse_sft_optimizer)
+                            demos=args.demos or str(out / "demos.jsonl"), reuse_optimizer=args.reuse_sft_optimizer,
+                            baseline=args.baseline)
         t1 = time.perf_counter()
         trainer = train_online(config)
         seconds = time.perf_counter() - t1
@@ -165,6 +168,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sft-coef", type=float, default=0.0,
                    help="mix the demonstrations' NLL into every RL update with this weight")
     p.add_argument("--demos", default="", help="demonstrations for --sft-coef (default: OUT/demos.jsonl)")
+    p.add_argument("--baseline", default="group", choices=["group", "potential"],
+                   help="the turn-level arms' baseline (deepgym_agents.rloo.advantages)")
     p.add_argument("--reuse-sft-optimizer", action="store_true", help="start RL from the SFT run's AdamW moments")
     p.add_argument("--k", type=int, default=8)
     p.add_argument("--eval-k", type=int, default=16)

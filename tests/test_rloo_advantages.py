@@ -136,6 +136,10 @@ def test_bad_config_fails_fast():
         AdvantageConfig(gamma=1.5)
     with pytest.raises(ValueError, match="two rollouts"):
         group_advantages([[1.0]], AdvantageConfig())
+    with pytest.raises(ValueError, match="baseline"):
+        AdvantageConfig(baseline="value")
+    with pytest.raises(ValueError, match="needs mode='turn'"):
+        AdvantageConfig(mode="trajectory", baseline="potential")
 
 
 def test_zero_variance_groups_can_be_kept_for_the_regularisers():
@@ -143,3 +147,44 @@ def test_zero_variance_groups_can_be_kept_for_the_regularisers():
     adv, stats = compute_advantages(trajs, AdvantageConfig(filter_zero_variance=False))
     assert stats.zero_variance_groups == 1 and stats.per_group == {"g": "zero_variance_kept"}
     assert adv == {t.episode_id: [0.0, 0.0] for t in trajs}
+
+
+def test_the_potential_baseline_does_not_blame_a_turn_for_the_state_it_started_in():
+    """SWE-v0's two-turn episodes: an edit (shaping +1 when it fixes the bug), then submit (outcome).
+    The group baseline compares a failed episode's submit turn with the winners' submit turns, whose
+    return holds the outcome, so every token written after a failed edit is pushed down. With the
+    potential baseline the submit turn is judged from the state it started in: it had no say."""
+    win = [{"shaping": 1.0, "invalid_action": 0.0}, {"invalid_action": 0.0, "outcome": 1.0}]
+    lose = [{"shaping": 0.0, "invalid_action": -0.05}, {"invalid_action": 0.0, "outcome": 0.0}]
+    group = [make_traj([1.0, 1.0], components=win, resolved=True, idx=0),
+             make_traj([-0.05, 0.0], components=lose, resolved=False, idx=1),
+             make_traj([-0.05, 0.0], components=lose, resolved=False, idx=2)]
+    for i, t in enumerate(group):
+        t.episode_id = f"e{i}"
+    plain, _ = compute_advantages(group, AdvantageConfig())
+    assert plain["e1"][1] == pytest.approx(-0.5)  # the submit after a failed edit: blamed for the edit
+    fair, _ = compute_advantages(group, AdvantageConfig(baseline="potential"))
+    assert [fair[e][1] for e in ("e0", "e1", "e2")] == pytest.approx([0.0, 0.0, 0.0])
+    # the edit turn, which decided the outcome, keeps its credit: every state started at the same potential
+    assert [fair[e][0] for e in ("e0", "e1", "e2")] == pytest.approx([plain[e][0] for e in ("e0", "e1", "e2")])
+    assert fair["e0"][0] > 0 > fair["e1"][0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(2, 5).flatmap(lambda k: st.lists(st.lists(rewards_st, min_size=1, max_size=4), min_size=k,
+                                                    max_size=k)))
+def test_the_potential_baseline_is_still_leave_one_out(rows):
+    """The potential baseline is the group baseline on shifted returns: rollout i's advantage moves by
+    minus its own state's potential plus the mean of the others' at the same turn, nothing else."""
+    offsets = [[0.3 * t for t in range(len(r))] for r in rows]
+    base, _ = group_advantages(rows, AdvantageConfig(), [[0.0] * len(r) for r in rows])
+    shifted, _ = group_advantages(rows, AdvantageConfig(), offsets)
+    plain, _ = group_advantages(rows, AdvantageConfig())
+    assert base == plain
+    for i, row in enumerate(rows):
+        for t in range(len(row)):
+            others = [j for j, r in enumerate(rows) if j != i and len(r) > t]
+            if not others:
+                continue
+            expected = base[i][t] - offsets[i][t] + sum(offsets[j][t] for j in others) / len(others)
+            assert shifted[i][t] == pytest.approx(expected, abs=1e-6)

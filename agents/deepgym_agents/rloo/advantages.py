@@ -14,6 +14,15 @@ For the K rollouts of one task (one ``group_id``), rollout i's reward at turn t 
   compare with, and that turn's advantage is 0 (counted in ``GroupStats.unbaselined_turns``).
   With ``"zero"`` they count with return-to-go 0 (the value of the absorbing state after the end).
 
+  With ``baseline="potential"`` each return-to-go is first reduced by the potential the rollout's
+  state had reached when turn t began, ``Φ[i,t] − Φ[i,0]`` (the shaping paid on its earlier
+  turns: the environment's own measure of how much of the fix that state already holds), and the
+  leave-one-out mean is taken over these residuals. The potential is a function of the state the
+  turn acts in, not of its action, so the gradient stays unbiased; what it removes is the blame
+  (or credit) a turn gets for the state it started in. Without it, a last turn after a failed edit
+  is compared with the last turns of rollouts whose edit worked, whose return-to-go holds the
+  outcome, and every token it wrote is pushed down for a result an earlier turn decided.
+
 * ``trajectory`` mode: classic RLOO on the episode return ``R_i = Σ_t γ^t r[i,t]``,
   ``A_i = R_i − mean_{j≠i} R_j = K/(K−1) · (R_i − mean_j R_j)``, the same for every turn.
 
@@ -38,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from deepgym_agents.trajectory import Trajectory
-from deepgym_envs.rewards import OUTCOME, RewardConfig, passes_gate, process_reward
+from deepgym_envs.rewards import OUTCOME, SHAPING, RewardConfig, passes_gate, process_reward
 
 EPS = 1e-9
 
@@ -59,6 +68,10 @@ class AdvantageConfig:
     filter_zero_variance: bool = True
     """Drop groups whose advantages are all 0. Off: they stay (with advantage 0), so the KL and
     entropy terms still act on them."""
+    baseline: Literal["group", "potential"] = "group"
+    """``turn`` mode only. ``group``: the other rollouts' mean return-to-go at the same turn index;
+    ``potential``: the same, on returns-to-go less the potential each state had reached (module
+    docstring)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("turn", "trajectory"):
@@ -69,6 +82,11 @@ class AdvantageConfig:
             raise ValueError(f"absent must be 'exclude' or 'zero', not {self.absent!r}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], not {self.gamma}")
+        if self.baseline not in ("group", "potential"):
+            raise ValueError(f"baseline must be 'group' or 'potential', not {self.baseline!r}")
+        if self.baseline == "potential" and self.mode != "turn":
+            raise ValueError("baseline='potential' needs mode='turn': an episode-level advantage has only the "
+                             "start state, whose potential every rollout of the group shares")
 
 
 @dataclass
@@ -134,10 +152,21 @@ def returns_to_go(rewards: Sequence[float], gamma: float) -> list[float]:
     return out
 
 
-def group_advantages(rewards: Sequence[Sequence[float]], config: AdvantageConfig) -> tuple[list[list[float]], int]:
+def potentials_reached(traj: Trajectory) -> list[float]:
+    """``Φ(s_t) − Φ(s_0)`` for each turn t: the shaping the episode was paid before that turn."""
+    out, reached = [], 0.0
+    for turn in traj.turns:
+        out.append(reached)
+        reached += float(turn.reward_components.get(SHAPING, 0.0))
+    return out
+
+
+def group_advantages(rewards: Sequence[Sequence[float]], config: AdvantageConfig,
+                     offsets: Sequence[Sequence[float]] | None = None) -> tuple[list[list[float]], int]:
     """Advantages of one group, given each rollout's per-turn rewards; also the unbaselined turns.
 
-    ``rollout i``'s baseline reads only the other rollouts' rewards (leave-one-out).
+    ``rollout i``'s baseline reads only the other rollouts' rewards (leave-one-out). ``offsets``
+    (turn mode): per rollout and turn, subtracted from the return-to-go first (the state's potential).
     """
     k = len(rewards)
     if k < 2:
@@ -148,6 +177,8 @@ def group_advantages(rewards: Sequence[Sequence[float]], config: AdvantageConfig
         return [[totals[i] - (whole - totals[i]) / (k - 1)] * len(rewards[i]) for i in range(k)], 0
 
     rtg = [returns_to_go(r, config.gamma) for r in rewards]
+    if offsets is not None:
+        rtg = [[g - o for g, o in zip(row, off)] for row, off in zip(rtg, offsets)]
     horizon = max(len(g) for g in rtg)
     # Column sums and counts per turn index, so each leave-one-out mean is O(1): subtract oneself.
     col_sum = [0.0] * horizon
@@ -197,7 +228,9 @@ def compute_advantages(trajectories: Sequence[Trajectory], config: AdvantageConf
             stats.too_small_groups += 1
             stats.per_group[gid] = "too_small"
             continue
-        advantages, unbaselined = group_advantages([turn_rewards(t, config, rewards) for t in members], config)
+        offsets = [potentials_reached(t) for t in members] if config.baseline == "potential" else None
+        advantages, unbaselined = group_advantages([turn_rewards(t, config, rewards) for t in members], config,
+                                                   offsets)
         if all(abs(a) <= EPS for row in advantages for a in row):
             stats.zero_variance_groups += 1
             stats.per_group[gid] = "zero_variance"

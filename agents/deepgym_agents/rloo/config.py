@@ -179,6 +179,7 @@ _HELD = (("rewards", RewardConfig), ("advantages", AdvantageConfig))
 FLAT_NAMES: dict[str, tuple[str, str]] = {
     "advantage": ("advantages", "mode"), "gamma": ("advantages", "gamma"), "reward": ("advantages", "reward"),
     "absent": ("advantages", "absent"), "filter_zero_variance": ("advantages", "filter_zero_variance"),
+    "baseline": ("advantages", "baseline"),
     "reward_mode": ("rewards", "mode"), "invalid_action_penalty": ("rewards", "invalid_action_penalty"),
     "p2p_weight": ("rewards", "p2p_weight"), "localisation_bonus": ("rewards", "localisation_bonus"),
     "gate_threshold": ("rewards", "gate_threshold"), "shaping": ("rewards", "shaping"),
