@@ -1,7 +1,7 @@
 """A policy that learns on SWE-v0 itself: SFT warm start, then three RLOO arms. Prints JSON.
 
-    python bench/bench_swe_learning.py [--train ID ...] [--held-out ID ...] [--sft-steps 150]
-        [--rl-steps 12] [--k 8] [--rl-lr 1e-4] [--kl-coef 0.1] [--neg-adv-scale 1.0]
+    python bench/bench_swe_learning.py [--train ID ...] [--held-out ID ...] [--decoy noop|""] [--sft-steps 300]
+        [--rl-steps 12] [--k 8] [--rl-lr 1e-4] [--kl-coef 0] [--neg-adv-scale 0] [--baseline potential|group]
         [--sft-coef 0 --demos DEMOS.jsonl] [--reuse-sft-optimizer] [--eval-k 16] [--sft-from CHECKPOINT]
         [--arms turn_process ...] [--seed 0] [--device cpu|cuda] [--out DIR]
 
@@ -9,9 +9,11 @@ The whole chain, on real sandboxes and the real tools of ``deepgym/SWE-v0`` (``t
 
 1. **demonstrations**: the ``oracle-patch`` agent (the gold patch applied in one bash call, then
    submit) on the training tasks, recorded through the agent loop's own episode runner in the
-   policy's tokenizer (:mod:`deepgym_agents.demos`);
+   policy's tokenizer (:mod:`deepgym_agents.demos`); with ``--decoy noop`` (the default) also the
+   ``noop`` agent's episode of each (submit at once: unresolved), as in a weak agent's unfiltered data;
 2. **SFT**: a tiny byte-level Qwen2 built from scratch (:mod:`deepgym_agents.tiny_model`) is
-   fine-tuned on the demonstrations' generated tokens (:mod:`deepgym_agents.rloo.sft`);
+   fine-tuned on all of them (:mod:`deepgym_agents.rloo.sft`): it opens with the oracle's patch or
+   the no-op submit about equally often, and copies the patch only as well as a tiny model can;
 3. **RLOO**, three arms from that same checkpoint with the same budget (``rl_steps`` × training
    tasks × ``k`` rollouts through :func:`deepgym_agents.loop.collect`):
    ``turn_process`` (per-turn advantages on the env's process rewards), ``trajectory_outcome``
@@ -21,7 +23,8 @@ The whole chain, on real sandboxes and the real tools of ``deepgym/SWE-v0`` (``t
    (temperature 1, seeded) episodes per training and held-out task.
 
 The JSON holds the SFT loss curve, the start and final resolve rates, each arm's per-step training
-resolve rate (its curve) and wall times; each run directory gets ``curves.png``
+resolve rate (its curve) and share of rollouts that open with ``submit`` (the decoy's move), and wall
+times; each run directory gets ``curves.png``
 (``deepgym plot-run``). ``--device cuda`` trains on a GPU (generation then runs there too).
 """
 
@@ -43,6 +46,7 @@ from deepgym_agents.rloo.online import load_policy, train_online
 from deepgym_agents.rloo.recipes import swe_resolve_rates
 from deepgym_agents.rloo.sft import train_sft
 from deepgym_agents.tiny_model import build_tokenizer
+from deepgym_agents.trajectory import read_trajectories
 from deepgym_envs.tasks import load_tasks
 
 TRAIN = ["deepgym__tabkit-004", "deepgym__tmplite-002"]
@@ -63,19 +67,33 @@ training resolve rate fell from 50 % to 12 % in 12 steps at lr 3e-4)."""
 MAX_NEW_TOKENS = 640
 
 
-def sft_checkpoint(out: Path, train: list[str], *, steps: int, lr: float, seed: int, device: str,
-                   sandbox: str) -> tuple[Path, list[float]]:
-    """Record the demonstrations, fine-tune the tiny model on them; the checkpoint and the loss curve."""
-    demos = out / "demos.jsonl"
-    if not demos.exists():
+def record(agent: str, path: Path, train: list[str], sandbox: str) -> Path:
+    """``agent``'s episode of each training task, in the policy's ids (once: an existing file stands)."""
+    if not path.exists():
         tasks = [t for t in load_tasks("builtin") if t.instance_id in train]
         env_kwargs: dict[str, Any] = {"toolset": TOOLSET, **({"sandbox": sandbox} if sandbox else {})}
-        record_demonstrations("oracle-patch", tasks, build_tokenizer(), CollectConfig(
+        record_demonstrations(agent, tasks, build_tokenizer(), CollectConfig(
             env_kwargs=env_kwargs, max_steps=MAX_STEPS, params=SamplingParams(max_tokens=MAX_NEW_TOKENS),
-            out=demos, show_progress=False))
-    config = TrainConfig(model="tiny", steps=steps, tasks_per_step=len(train), micro_batch=len(train), lr=lr,
+            out=path, show_progress=False))
+    return path
+
+
+def sft_checkpoint(out: Path, train: list[str], *, steps: int, lr: float, seed: int, device: str,
+                   sandbox: str, decoy: str = "") -> tuple[Path, list[float]]:
+    """Record the demonstrations, fine-tune the tiny model on them; the checkpoint and the loss curve.
+
+    ``decoy`` (an agent, e.g. ``noop``): its episodes of the same tasks join the SFT data, failed as they
+    are, as in a weak agent's unfiltered episodes. The SFT policy then imitates both: it opens with the
+    oracle's action or the decoy's about equally often, and only the reward says which one resolves."""
+    demos = record("oracle-patch", out / "demos.jsonl", train, sandbox)
+    data, n = demos, len(train)
+    if decoy:
+        decoys = record(decoy, out / f"decoys-{decoy}.jsonl", train, sandbox)
+        data, n = out / "sft-data.jsonl", 2 * len(train)
+        data.write_text(demos.read_text() + decoys.read_text())
+    config = TrainConfig(model="tiny", steps=steps, tasks_per_step=n, micro_batch=n, lr=lr,
                          seed=seed, device=device, checkpoint_every=0, show_progress=False, out=str(out / "sft"))
-    train_sft(config, demos)
+    train_sft(config, data, resolved_only=not decoy)
     losses = [r["sft_loss"] for r in read_metrics(out / "sft" / "metrics.jsonl")]
     return out / "sft" / "checkpoints" / f"step-{steps}", losses
 
@@ -100,6 +118,16 @@ def evaluate(model: Any, tokenizer: Any, tasks: list[str], *, k: int, sandbox: s
                              env_kwargs=env_kwargs)
 
 
+def opening_share(run_dir: Path, tool: str) -> list[float]:
+    """Per training step, the share of rollouts whose first action calls ``tool`` (the decoy's ``submit``)."""
+    counts: dict[int, list[int]] = {}
+    for traj in read_trajectories(run_dir / "trajectories.jsonl"):
+        call = traj.turns[0].tool_call if traj.turns else None
+        hit = isinstance(call, dict) and call.get("name") == tool
+        counts.setdefault(int(traj.policy.get("version", 0)), []).append(int(hit))
+    return [sum(v) / len(v) for _, v in sorted(counts.items())]
+
+
 def mean(rates: dict[str, float], tasks: list[str]) -> float:
     return sum(rates[t] for t in tasks) / len(tasks)
 
@@ -113,7 +141,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         checkpoint, losses = Path(args.sft_from), [float("nan")]
     else:
         checkpoint, losses = sft_checkpoint(out, args.train, steps=args.sft_steps, lr=args.sft_lr, seed=args.seed,
-                                            device=args.device, sandbox=args.sandbox)
+                                            device=args.device, sandbox=args.sandbox, decoy=args.decoy)
     sft_seconds = time.perf_counter() - t0
     probe = arm_config("turn_process", checkpoint, out, args.train, steps=1, k=args.k, lr=args.rl_lr,
                        seed=args.seed, device=args.device, sandbox=args.sandbox)
@@ -124,6 +152,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         "train_tasks": args.train, "held_out_tasks": args.held_out, "seed": args.seed, "k": args.k,
         "eval_k": args.eval_k, "rl_steps": args.rl_steps, "episodes_per_arm": args.rl_steps * args.k * len(args.train),
+        "decoy": args.decoy, "baseline": args.baseline, "rl_lr": args.rl_lr,
+        "neg_adv_scale": args.neg_adv_scale, "kl_coef": args.kl_coef,
         "sft": {"steps": args.sft_steps, "loss_first": losses[0], "loss_last": losses[-1], "seconds": sft_seconds,
                 "train_resolve": mean(start, args.train), "held_out_resolve": mean(start, args.held_out),
                 "per_task": start},
@@ -143,6 +173,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         plot_run(config.out)
         result["arms"][name] = {
             "curve": [r["resolved_rate"] for r in rows], "reward_curve": [r["reward_mean"] for r in rows],
+            "opens_with_submit": opening_share(Path(config.out), "submit"),
             "train_resolve": mean(final, args.train), "held_out_resolve": mean(final, args.held_out),
             "rise_over_sft": mean(final, args.train) - mean(start, args.train), "per_task": final,
             "seconds": seconds, "png": str(Path(config.out) / "curves.png")}
@@ -157,18 +188,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--train", nargs="+", default=TRAIN)
     p.add_argument("--held-out", nargs="+", default=HELD_OUT)
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    p.add_argument("--sft-steps", type=int, default=150)
+    p.add_argument("--sft-steps", type=int, default=300)
     p.add_argument("--sft-lr", type=float, default=5e-3)
+    p.add_argument("--decoy", default="noop", choices=["", "noop"],
+                   help="also imitate this agent's (failed) episodes of the training tasks in SFT")
     p.add_argument("--sft-from", default="", help="start the arms from this SFT checkpoint instead of training one")
     p.add_argument("--rl-steps", type=int, default=12)
     p.add_argument("--rl-lr", type=float, default=1e-4)
-    p.add_argument("--kl-coef", type=float, default=0.1, help="k3 KL to the SFT policy (keeps what it memorised)")
-    p.add_argument("--neg-adv-scale", type=float, default=1.0,
+    p.add_argument("--kl-coef", type=float, default=0.0, help="k3 KL to the SFT policy (keeps what it memorised)")
+    p.add_argument("--neg-adv-scale", type=float, default=0.0,
                    help="multiply negative advantages by this (0: positive-only, filtered RLOO)")
     p.add_argument("--sft-coef", type=float, default=0.0,
                    help="mix the demonstrations' NLL into every RL update with this weight")
     p.add_argument("--demos", default="", help="demonstrations for --sft-coef (default: OUT/demos.jsonl)")
-    p.add_argument("--baseline", default="group", choices=["group", "potential"],
+    p.add_argument("--baseline", default="potential", choices=["group", "potential"],
                    help="the turn-level arms' baseline (deepgym_agents.rloo.advantages)")
     p.add_argument("--reuse-sft-optimizer", action="store_true", help="start RL from the SFT run's AdamW moments")
     p.add_argument("--k", type=int, default=8)
