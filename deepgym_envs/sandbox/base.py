@@ -571,22 +571,40 @@ def apply_rlimits(limits: SandboxLimits, baseline_procs: int = 0, cgroup=None) -
         n = baseline_procs + limits.max_processes
         resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _default_signals()
     _set_pdeathsig()
+
+
+def _default_signals() -> None:
+    """Every signal back to its default action, as ``env --default-signal`` does (see limits_argv)."""
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
 
 
 def limits_argv(limits: SandboxLimits, baseline_procs: int = 0, cgroup=None, *,
                 parent_death: bool = True) -> list[str] | None:
     """argv prefix that does what :func:`apply_rlimits` does, with programs instead of a Python
     pre-exec hook: ``sh`` joins the pids cgroup (it writes its own pid, then becomes the rest),
-    ``setpriv`` sets the parent-death signal (``parent_death``), ``prlimit`` the limits.
+    ``setpriv`` sets the parent-death signal (``parent_death``), ``prlimit`` the limits, and
+    ``env --default-signal`` puts every signal back to its default action.
+
+    The last one makes a sandboxed process independent of how the host was started: a run under
+    ``nohup ... &`` ignores SIGHUP, SIGINT and SIGQUIT, an ignored signal stays ignored across exec,
+    and a hidden test that interrupts itself (``KeyboardInterrupt``) would pass or fail depending on
+    the launch. Docker's commands start with default actions too.
 
     A pre-exec hook forces a full fork of this process, with the interpreter lock held while its
     page tables are copied: tens of milliseconds for a process the size of a trainer, which every
     other thread waits out. Without one the child is started by vfork. None where ``prlimit`` or
-    ``setpriv`` is missing (the hook is used then).
+    ``setpriv`` is missing, or ``env`` has no ``--default-signal`` (before coreutils 8.31): the hook
+    is used then.
     """
-    prlimit, setpriv = _limit_programs()
-    if prlimit is None or (parent_death and setpriv is None):
+    prlimit, setpriv, env = _limit_programs()
+    if prlimit is None or env is None or (parent_death and setpriv is None):
         return None
     out = (["sh", "-c", 'echo 0 > "$0" && exec "$@"', os.path.join(cgroup.path, "cgroup.procs")]
            if cgroup is not None else [])
@@ -599,13 +617,23 @@ def limits_argv(limits: SandboxLimits, baseline_procs: int = 0, cgroup=None, *,
         out.append(f"--fsize={limits.disk_bytes}")
     if limits.max_processes and cgroup is None:
         out.append(f"--nproc={baseline_procs + limits.max_processes}")
-    return [*out, "--core=0", "--"]
+    # env reads leading NAME=VALUE operands as assignments: what follows it is the sandbox's own
+    # launcher (nsenter on the namespace backend, `env -i` on local), never a word of the command
+    return [*out, "--core=0", "--", env, "--default-signal"]
 
 
 @functools.lru_cache(maxsize=1)
-def _limit_programs() -> tuple[str | None, str | None]:
-    """``prlimit`` and ``setpriv``, looked up once: every command asks."""
-    return shutil.which("prlimit"), shutil.which("setpriv")
+def _limit_programs() -> tuple[str | None, str | None, str | None]:
+    """``prlimit``, ``setpriv`` and an ``env`` that knows ``--default-signal``, looked up once:
+    every command asks."""
+    env = shutil.which("env")
+    if env is not None:
+        try:
+            if subprocess.run([env, "--default-signal", "true"], capture_output=True, timeout=10).returncode != 0:
+                env = None
+        except (OSError, subprocess.SubprocessError):
+            env = None
+    return shutil.which("prlimit"), shutil.which("setpriv"), env
 
 
 @functools.lru_cache(maxsize=1)
