@@ -1,4 +1,4 @@
-"""Task-set tooling: statistics, and train / eval splits by repository.
+"""Task-set tooling: statistics, train / eval splits by repository, and samples spread over them.
 
 Splitting by repository (not by task) keeps every task of one project on one side, so an eval
 score measures transfer to unseen code rather than memory of a sibling bug in the same module.
@@ -127,17 +127,64 @@ def write_split(split: Split, out: Path, tasks_root: Path | None = None) -> tupl
     """
     out.mkdir(parents=True, exist_ok=True)
     where = _bundle_repos([*split.train, *split.eval], out)
-    paths = []
-    for name, items in (("train", split.train), ("eval", split.eval)):
-        path = out / f"{name}.jsonl"
-        with path.open("w", encoding="utf-8") as fh:
-            for t in items:
-                row = t.to_dict()
-                if t.repo_path:
-                    row["repo_path"] = where[t.repo_path]
-                fh.write(json.dumps(row) + "\n")
-        paths.append(path)
-    return paths[0], paths[1]
+    train, evaluation = out / "train.jsonl", out / "eval.jsonl"
+    _write_rows(train, split.train, where)
+    _write_rows(evaluation, split.eval, where)
+    return train, evaluation
+
+
+def sample_per_repo(tasks: list[Task], per_repo: int, seed: int = 0) -> list[Task]:
+    """At most ``per_repo`` tasks of each repository, spread over the kinds of bug it has.
+
+    A synthesised task's kind is its ``synth.kind`` (``flip_comparison``, ``drop_statement``...);
+    within a repository the kinds take turns (in a seeded order, each kind's tasks seeded-shuffled),
+    so a sample of five holds five kinds where the repository has them, not five of its commonest.
+    Deterministic for a seed, whatever the order ``tasks`` come in; the result keeps their order.
+    """
+    if per_repo < 1:
+        raise DeepgymError(f"--per-repo must be at least 1, got {per_repo}")
+    by_repo: dict[str, dict[str, list[Task]]] = {}
+    for t in sorted(tasks, key=lambda t: t.instance_id):
+        kind = str((t.extra.get("synth") or {}).get("kind", "")) if isinstance(t.extra.get("synth"), dict) else ""
+        by_repo.setdefault(repo_of(t), {}).setdefault(kind, []).append(t)
+    chosen: set[str] = set()
+    for repo in sorted(by_repo):
+        rng = random.Random(f"{seed}:{repo}")
+        kinds = sorted(by_repo[repo])
+        rng.shuffle(kinds)
+        queues = [rng.sample(by_repo[repo][k], len(by_repo[repo][k])) for k in kinds]
+        taken = 0
+        while taken < per_repo and any(queues):
+            for queue in queues:
+                if queue and taken < per_repo:
+                    chosen.add(queue.pop().instance_id)
+                    taken += 1
+    return [t for t in tasks if t.instance_id in chosen]
+
+
+def write_tasks(tasks: list[Task], out: Path) -> list[Path]:
+    """``tasks`` as ``out/NAME.jsonl``, one file per task file they came from, loadable wherever
+    ``out`` is (repositories copied in as :func:`write_split` does)."""
+    out.mkdir(parents=True, exist_ok=True)
+    where = _bundle_repos(tasks, out)
+    files: dict[str, list[Task]] = {}
+    for t in tasks:
+        stem = Path(t.source.rsplit(":", 1)[0]).stem if t.source else "tasks"
+        files.setdefault(stem or "tasks", []).append(t)
+    paths = [out / f"{stem}.jsonl" for stem in sorted(files)]
+    for path in paths:
+        _write_rows(path, files[path.stem], where)
+    return paths
+
+
+def _write_rows(path: Path, tasks: list[Task], where: dict[str, str]) -> None:
+    """The tasks' rows, each naming its repository's copy under the output folder."""
+    with path.open("w", encoding="utf-8") as fh:
+        for t in tasks:
+            row = t.to_dict()
+            if t.repo_path:
+                row["repo_path"] = where[t.repo_path]
+            fh.write(json.dumps(row) + "\n")
 
 
 def _bundle_repos(tasks: list[Task], out: Path) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pytest
 
 from deepgym_envs.errors import DeepgymError, TaskFormatError
 from deepgym_envs.tasks import load_tasks, task_from_row
-from deepgym_envs.taskset import lines_changed, split_by_repo, taskset_stats, write_split
+from deepgym_envs.taskset import lines_changed, sample_per_repo, split_by_repo, taskset_stats, write_split
 from tests.conftest import requires_namespace
 
 
@@ -61,6 +61,37 @@ def test_split_keeps_local_repositories_loadable(tmp_path):
     write_split(split, out)
     reloaded = load_tasks(out / "eval.jsonl")
     assert reloaded and all(os.path.isdir(t.repo_path) for t in reloaded)
+
+
+def _kinded(counts: dict[str, dict[str, int]]):
+    return [task_from_row(_row(f"{kind}-{i}", repo, synth={"kind": kind}))
+            for repo, kinds in counts.items() for kind, n in kinds.items() for i in range(n)]
+
+
+def test_a_sample_takes_at_most_n_per_repo_spread_over_kinds_and_is_seeded():
+    tasks = _kinded({"o/a": {"flip": 10, "drop": 2, "swap": 1}, "o/b": {"flip": 2}})
+    chosen = sample_per_repo(tasks, 4, seed=3)
+    from collections import Counter
+
+    a = Counter(t.extra["synth"]["kind"] for t in chosen if t.repo == "o/a")
+    assert a == {"flip": 2, "drop": 1, "swap": 1} or a == {"flip": 1, "drop": 2, "swap": 1}  # every kind first
+    assert sum(1 for t in chosen if t.repo == "o/b") == 2  # a small repository gives all it has
+    assert [t.instance_id for t in chosen] == [t.instance_id for t in tasks if t in chosen]  # input order kept
+    again = sample_per_repo(list(reversed(tasks)), 4, seed=3)
+    assert {t.instance_id for t in again} == {t.instance_id for t in chosen}
+    assert len({frozenset(t.instance_id for t in sample_per_repo(tasks, 4, seed=s)) for s in range(8)}) > 1
+    with pytest.raises(DeepgymError, match="per-repo"):
+        sample_per_repo(tasks, 0)
+
+
+def test_cli_sample_writes_a_loadable_set_with_its_repositories(tmp_path, capsys):
+    from deepgym_envs.cli import main
+
+    assert main(["tasks", "sample", "builtin", "--per-repo", "2", "--out", str(tmp_path / "s")]) == 0
+    assert "12 of 36 tasks (6 repositories" in capsys.readouterr().out
+    sampled = load_tasks(tmp_path / "s")
+    assert len(sampled) == 12 and all(os.path.isdir(t.repo_path) for t in sampled)
+    assert all(str(tmp_path / "s") in os.path.realpath(t.repo_path) for t in sampled)
 
 
 def test_cli_stats_and_split(tmp_path, capsys):

@@ -1,9 +1,10 @@
-"""``deepgym tasks synth | stats | split``: registered by :func:`add_taskset_parsers`.
+"""``deepgym tasks synth | stats | split | sample``: registered by :func:`add_taskset_parsers`.
 
     deepgym tasks synth --from pypi:NAME==VERSION [--from git:PATH_OR_URL[@REV] ...] --out DIR
     deepgym tasks synth --from-list packages.txt --out DIR [--jobs N] [--json]   # resumable
     deepgym tasks stats TASKSET [--json]
     deepgym tasks split TASKSET --by repo --eval-frac 0.2 [--seed 0] --out DIR
+    deepgym tasks sample TASKSET --per-repo N [--seed 0] --out DIR
 """
 
 from __future__ import annotations
@@ -138,6 +139,19 @@ def _split(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sample(args: argparse.Namespace) -> int:
+    from deepgym_envs.tasks import load_tasks
+    from deepgym_envs.taskset import repo_of, sample_per_repo, write_tasks
+
+    tasks = load_tasks(args.taskset)
+    chosen = sample_per_repo(tasks, args.per_repo, seed=args.seed)
+    files = write_tasks(chosen, Path(args.out))
+    repos = len({repo_of(t) for t in chosen})
+    console().print(f"{len(chosen)} of {len(tasks)} tasks ({repos} repositories, at most {args.per_repo} each) "
+                    f"-> {len(files)} files in {escape(args.out)}", soft_wrap=True)
+    return 0
+
+
 def add_taskset_parsers(tasks: argparse._SubParsersAction) -> None:
     """Register ``synth``, ``stats`` and ``split`` under ``deepgym tasks``."""
     p = tasks.add_parser("synth", help="make tasks from real projects: inject bugs their own tests catch")
@@ -179,3 +193,11 @@ def add_taskset_parsers(tasks: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
     p.set_defaults(func=_split)
+
+    p = tasks.add_parser("sample", help="at most N tasks of each repository, spread over its kinds of bug")
+    p.add_argument("taskset")
+    p.add_argument("--per-repo", type=int, required=True, metavar="N")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="a folder: the rows, one file per source file, and the "
+                   "repositories they name")
+    p.set_defaults(func=_sample)
