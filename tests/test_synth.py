@@ -126,6 +126,19 @@ def test_a_project_without_tests_is_reported_and_the_run_goes_on(tmp_path):
     assert "cannot clone" in reports[1].reason
 
 
+def test_a_test_folder_of_files_pytest_skips_is_named_in_the_reason(tmp_path):
+    # pytimeparse 1.1.8 ships pytimeparse/tests/testtimeparse.py and was told "no tests/ directory".
+    from deepgym_envs.synth.fetch import SynthError
+    from deepgym_envs.synth.project import read_layout
+
+    (tmp_path / "pkg" / "tests").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "pkg" / "tests" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "tests" / "testpkg.py").write_text("import unittest\n")
+    with pytest.raises(SynthError, match=r"pkg/tests/ holds testpkg.py, which pytest does not collect"):
+        read_layout(tmp_path)
+
+
 def test_a_root_test_py_is_a_test_suite(tmp_path):
     # pygtrie ships its suite as test.py at the root and was told "no tests shipped".
     from deepgym_envs.synth.project import read_layout

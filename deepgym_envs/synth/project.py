@@ -58,7 +58,7 @@ def read_layout(root: Path) -> Layout:
     pythonpath = ("src",) if import_root == src else (".",)
     targets = _test_targets(root)
     if not targets:
-        raise SynthError("no tests shipped (no tests/ directory, test_*.py or test.py files in the source)")
+        raise SynthError("no tests shipped: " + _why_no_tests(root))
     modules = sorted(_modules(root, import_root))
     if not modules:
         raise SynthError("no library modules found to inject bugs into")
@@ -84,6 +84,20 @@ def _test_targets(root: Path) -> list[str]:
             # pygtrie ships its suite as test.py at the root.
             targets += sorted(f for f in files if _is_test_file(f) or f in _ROOT_TEST_FILES)
     return targets
+
+
+def _why_no_tests(root: Path) -> str:
+    """What the source holds instead (pytimeparse's ``tests/testtimeparse.py`` is a unittest module
+    pytest does not collect: saying "no tests/ directory" sent its user looking for the wrong thing)."""
+    default = "no test_*.py, *_test.py or root test.py file in the source, which is what pytest collects"
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        if os.path.basename(dirpath) in TEST_DIR_NAMES:
+            names = sorted(f for f in files if f.endswith(".py") and f != "__init__.py")
+            if names:
+                rel = os.path.relpath(dirpath, root)
+                return f"{rel}/ holds {', '.join(names[:3])}, which pytest does not collect by default ({default})"
+    return default
 
 
 def _is_test_file(name: str) -> bool:
