@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from deepgym_envs.pyenv import PythonEnv, ensure_env
-from deepgym_envs.sandbox.pipfetch import requirement_names
+from deepgym_envs.sandbox.pipfetch import missing_requirements, requirement_names
 from tests.conftest import requires_namespace
 from tests.security.test_untrusted_builds import _project, _sdist, attack, wheelhouse, write_wheel  # noqa: F401
 
@@ -36,3 +36,27 @@ def test_a_dependency_only_an_sdists_build_reveals_is_fetched_in_another_round(t
     assert (site / "depwheel" / "__init__.py").read_text() == "VALUE = 2\n"
     assert (site / "topsd").is_dir()
     assert not marker.exists()
+
+
+def test_a_missing_requirement_is_named_without_its_marker():
+    # markdown 3.6 gave no tasks: its [testing] extra's dependency came back with its marker.
+    out = ('ERROR: Could not find a version that satisfies the requirement coverage; extra == "testing" '
+           '(from markdown[testing]) (from versions: none)\n'
+           'ERROR: No matching distribution found for coverage; extra == "testing"\n'
+           'ERROR: No matching distribution found for attrs>=19.2\n')
+    assert missing_requirements(out) == ["coverage", "attrs>=19.2"]
+    assert requirement_names(missing_requirements(out)) == ["coverage", "attrs>=19.2"]
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_an_extras_dependency_only_a_build_reveals_is_fetched(tmp_path, attack, wheelhouse):
+    """pip names a dependency that comes with an extra together with its marker; it is still fetched."""
+    marker, secret = attack
+    write_wheel(str(wheelhouse), "depwheel", "2.0", {"depwheel/__init__.py": "VALUE = 2\n"})
+    extra = 'depwheel==2.0; extra == "test"\nProvides-Extra: test'  # two metadata lines
+    _sdist(wheelhouse, "topsd", "1.0", _project("topsd", "1.0", marker, secret, requires=(extra,)))
+    prefix = ensure_env(PythonEnv.from_dict({"requirements": ["topsd[test]==1.0"]}))
+    assert prefix is not None
+    site = next(prefix.glob("lib/python*/site-packages"))
+    assert (site / "depwheel" / "__init__.py").read_text() == "VALUE = 2\n"

@@ -40,7 +40,8 @@ _SCRIPT = (Path(__file__).parent / "_fetch_files.py").read_text
 _VALUED = ("-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url", "--extra-index-url",
            "-f", "--find-links", "-t", "--target", "--prefix", "--root", "-d", "--dest", "--python-version",
            "--platform", "--python")
-_MISSING = re.compile(r"No matching distribution found for (\S+)")
+#: pip names the requirement as written, marker included: ``coverage; extra == "testing"``.
+_MISSING = re.compile(r"No matching distribution found for ([^\s;]+)")
 
 
 def fetch(dest: str, requirements: Sequence[str], *, python_version: str | None = None,
@@ -95,13 +96,24 @@ def install(sb: BuildSandbox, python: str, args: list[str], *, timeout: float = 
         result = sb.exec(pip_argv(["install", "--no-input", "-q", *links, *args], python=python), timeout=timeout)
         if result.exit_code == 0 or result.timed_out:
             return result
-        todo = [m for m in dict.fromkeys(_MISSING.findall(result.output)) if m not in fetched]
+        todo = [m for m in missing_requirements(result.output) if m not in fetched]
         if not requirement_names(todo):
             break
     assert result is not None
     said = [c for c in complaints if c]
     # The build's error names what it missed; why the fetch step did not get it is the useful part.
     return dataclasses.replace(result, stderr=result.stderr + f"\n(fetch step: {said[-1]})") if said else result
+
+
+def missing_requirements(output: str) -> list[str]:
+    """The requirements a failed ``pip install`` says it found no distribution for, without their
+    markers (pip has evaluated them already; markdown 3.6's ``[testing]`` extra came back as
+    ``coverage; extra == "testing"``, which no fetch step takes).
+
+    >>> missing_requirements('ERROR: No matching distribution found for coverage; extra == "testing"')
+    ['coverage']
+    """
+    return list(dict.fromkeys(_MISSING.findall(output)))
 
 
 def requirement_names(args: Sequence[str]) -> list[str]:
