@@ -287,3 +287,32 @@ def test_one_test_file_and_hash_ordered_ids_still_make_valid_tasks_with_visible_
     assert all(r["reason"] and (not r["log"] or (out / r["log"]).is_file()) for r in rejects)
     assert not list((out / "repos").glob("*/hooks/*.sample"))
     assert sorted(p.name for p in (out / "repos").iterdir()) == [tasks[0].repo_path.split("/")[-1]]
+
+
+@requires_namespace
+def test_a_test_module_that_cannot_be_imported_costs_only_its_own_tests(tmp_path):
+    # pyparsing 3.1.2 gave no tasks: tests/test_diagram.py imports the optional `railroad`, and
+    # pytest's collection error stopped the whole run ("no test passes in the sandbox").
+    from deepgym_envs.envspec import PythonEnv
+    from deepgym_envs.synth.runner import TEST_CMD, SuiteRunner
+
+    _git_repo(tmp_path / "lib", {"lib.py": "def f():\n    return 1\n",
+                                 "tests/test_ok.py": "from lib import f\n\n\ndef test_f():\n    assert f() == 1\n",
+                                 "tests/test_opt.py": "import railroad_not_installed\n\n\ndef test_g():\n    pass\n"})
+    with SuiteRunner(tmp_path / "lib", PythonEnv((), (".",)), test_args=TEST_CMD, timeout=120) as runner:
+        run = runner.run(["tests"])
+    assert run.passed == {"tests/test_ok.py::test_f"}, run.output[-2000:]
+
+
+def test_development_requirements_stand_in_only_where_nothing_names_the_tests(tmp_path):
+    # python-dateutil 2.9 keeps pytest-cov (its conftest's `no_cover` mark), hypothesis and freezegun
+    # in requirements-dev.txt, and names no test extra.
+    from deepgym_envs.synth.project import _test_requirement_args
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "requirements-dev.txt").write_text("pytest-cov\nhypothesis\n")
+    assert _test_requirement_args(root) == ["-r", str(root / "requirements-dev.txt")]
+    assert _test_requirement_args(root, ["testing"]) == []  # the extra says what the tests need
+    (root / "requirements-test.txt").write_text("pytest\n")
+    assert _test_requirement_args(root) == ["-r", str(root / "requirements-test.txt")]

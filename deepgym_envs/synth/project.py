@@ -161,7 +161,7 @@ def _frozen_requirements(fetched: Fetched) -> tuple[str, ...]:
             make_venv(sb, str(venv))
             target = str(build_src) + (f"[{','.join(extras)}]" if extras else "")
             try:
-                pip_install(sb, str(venv), ["--prefer-binary", target, *_test_requirement_args(build_src)])
+                pip_install(sb, str(venv), ["--prefer-binary", target, *_test_requirement_args(build_src, extras)])
             except InfrastructureError as exc:
                 raise SynthError(f"build failed: {str(exc)[-400:]}") from None
             pip_install(sb, str(venv), ["--prefer-binary", "pytest"])  # a no-op when the extras brought one
@@ -219,17 +219,23 @@ def _test_extras(root: Path) -> list[str]:
     return sorted(e for e in found if e in _TEST_EXTRAS)
 
 
-def _test_requirement_args(root: Path) -> list[str]:
-    """``-r FILE`` for requirement files that are about tests (``requirements/testing.txt``, ...)."""
-    args: list[str] = []
-    candidates = [*root.glob("*requirements*.txt"), *root.glob("requirements/*.txt")]
-    for path in sorted(set(candidates)):
-        name = path.name.lower()
-        text = _read_meta(path) if "test" in name else None
-        if text is not None:
-            if "-e " not in text and "git+" not in text:
-                args += ["-r", str(path)]
+def _test_requirement_args(root: Path, extras: list[str] | None = None) -> list[str]:
+    """``-r FILE`` for requirement files that are about tests (``requirements/testing.txt``, ...);
+    where nothing names tests (no such file, extra or dependency group), the development ones
+    (python-dateutil 2.9 keeps pytest-cov, hypothesis and freezegun in ``requirements-dev.txt``)."""
+    candidates = sorted({*root.glob("*requirements*.txt"), *root.glob("requirements/*.txt")})
     groups = _pyproject(root).get("dependency-groups") or {}  # PEP 735 (pip reads them only from 25.1)
-    for key in _TEST_EXTRAS:
-        args += [r for r in groups.get(key, []) if isinstance(r, str)]
-    return args
+    args = [r for key in _TEST_EXTRAS for r in groups.get(key, []) if isinstance(r, str)]
+    files = _requirement_files(candidates, "test")
+    if not files and not args and not extras:
+        files = _requirement_files(candidates, "dev")
+    return [a for path in files for a in ("-r", str(path))] + args
+
+
+def _requirement_files(candidates: list[Path], word: str) -> list[Path]:
+    out = []
+    for path in candidates:
+        text = _read_meta(path) if word in path.name.lower() else None
+        if text is not None and "-e " not in text and "git+" not in text:
+            out.append(path)
+    return out
