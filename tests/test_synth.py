@@ -316,3 +316,18 @@ def test_development_requirements_stand_in_only_where_nothing_names_the_tests(tm
     assert _test_requirement_args(root, ["testing"]) == []  # the extra says what the tests need
     (root / "requirements-test.txt").write_text("pytest\n")
     assert _test_requirement_args(root) == ["-r", str(root / "requirements-test.txt")]
+
+
+def test_tox_deps_stand_in_where_nothing_else_names_what_the_tests_need(tmp_path):
+    # natsort 8.4: its conftest imports hypothesis, which only tox.ini's [testenv] deps names.
+    from deepgym_envs.synth.project import _test_requirement_args
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "tox.ini").write_text("[tox]\nenvlist = py3\n\n[testenv]\npassenv =\n    X\ndeps =\n    pytest\n"
+                                  "    hypothesis>=6  # property tests\n    py38: mock\n    -rdocs/req.txt\n"
+                                  "    {env:EXTRA:}\ncommands =\n    pytest {posargs}\n\n[testenv:lint]\ndeps = flake8\n")
+    assert _test_requirement_args(root) == ["pytest", "hypothesis>=6"]
+    assert _test_requirement_args(root, ["tests"]) == []
+    (root / "tox.ini").write_text("[testenv\nbroken")
+    assert _test_requirement_args(root) == []

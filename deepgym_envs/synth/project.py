@@ -14,7 +14,9 @@ its own code.
 
 from __future__ import annotations
 
+import configparser
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from deepgym_envs.pyenv import (PythonEnv, check_requirement, ensure_env, make_v
                                 pip_uninstall)
 from deepgym_envs.sandbox.base import open_regular
 from deepgym_envs.sandbox.build import BuildSandbox
+from deepgym_envs.sandbox.pipfetch import requirement_names
 from deepgym_envs.synth.fetch import Fetched, SynthError
 from deepgym_envs.untrusted_tree import remove_untrusted
 
@@ -229,7 +232,24 @@ def _test_requirement_args(root: Path, extras: list[str] | None = None) -> list[
     files = _requirement_files(candidates, "test")
     if not files and not args and not extras:
         files = _requirement_files(candidates, "dev")
+        if not files:
+            args = _tox_deps(root)  # natsort 8.4 names hypothesis (its conftest imports it) only there
     return [a for path in files for a in ("-r", str(path))] + args
+
+
+def _tox_deps(root: Path) -> list[str]:
+    """The plain requirements of ``tox.ini``'s ``[testenv] deps``: no ``-r``, no factor-conditional
+    line (``py38: mock``), nothing with a ``{substitution}``."""
+    text = _read_meta(root / "tox.ini")
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        parser.read_string(text or "")
+        deps = parser.get("testenv", "deps", fallback="")
+    except configparser.Error:
+        return []
+    lines = [line.split("#", 1)[0].strip() for line in deps.splitlines()]
+    return requirement_names([line for line in lines if line and not line.startswith("-") and "{" not in line
+                              and not re.match(r"^[\w.,!-]+:\s", line)])
 
 
 def _requirement_files(candidates: list[Path], word: str) -> list[Path]:
