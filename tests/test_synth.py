@@ -304,6 +304,24 @@ def test_a_test_module_that_cannot_be_imported_costs_only_its_own_tests(tmp_path
     assert run.passed == {"tests/test_ok.py::test_f"}, run.output[-2000:]
 
 
+@requires_namespace
+def test_a_mark_of_a_plugin_the_runner_does_not_load_is_no_error(tmp_path):
+    # python-dateutil 2.9 gave no tasks: its conftest marks every test `no_cover` (pytest-cov's mark;
+    # plugins load only when named) and its setup.cfg turns every warning into an error.
+    from deepgym_envs.envspec import PythonEnv
+    from deepgym_envs.synth.runner import TEST_CMD, SuiteRunner
+
+    _git_repo(tmp_path / "lib", {"lib.py": "def f():\n    return 1\n",
+                                 "setup.cfg": "[tool:pytest]\nfilterwarnings =\n    error\n",
+                                 "tests/conftest.py": "import pytest\n\n\ndef pytest_collection_modifyitems(items):\n"
+                                                      "    for item in items:\n"
+                                                      "        item.add_marker(pytest.mark.no_cover)\n",
+                                 "tests/test_ok.py": "from lib import f\n\n\ndef test_f():\n    assert f() == 1\n"})
+    with SuiteRunner(tmp_path / "lib", PythonEnv((), (".",)), test_args=TEST_CMD, timeout=120) as runner:
+        run = runner.run(["tests"])
+    assert run.passed == {"tests/test_ok.py::test_f"}, run.output[-2000:]
+
+
 def test_development_requirements_stand_in_only_where_nothing_names_the_tests(tmp_path):
     # python-dateutil 2.9 keeps pytest-cov (its conftest's `no_cover` mark), hypothesis and freezegun
     # in requirements-dev.txt, and names no test extra.

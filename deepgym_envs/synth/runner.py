@@ -20,8 +20,10 @@ from deepgym_envs.testrun import run_pytest
 #: Extra pytest arguments every synthesised task runs with: the project's own ``addopts`` often
 #: name plugins (coverage, xdist) the grading runner does not load; and one test module that
 #: cannot be imported (pyparsing 3.1.2's ``test_diagram.py`` needs the optional ``railroad``)
-#: costs its own tests, not the whole run's.
-TEST_CMD = ["-o", "addopts=", "--continue-on-collection-errors"]
+#: costs its own tests, not the whole run's. Plugins load only when named, so a mark one of them
+#: registers is unknown, which ``filterwarnings = error`` makes fatal (python-dateutil 2.9's
+#: conftest marks every test ``no_cover``, pytest-cov's).
+TEST_CMD = ["-o", "addopts=", "--continue-on-collection-errors", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
 
 
 @dataclass
