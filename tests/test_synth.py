@@ -349,3 +349,20 @@ def test_tox_deps_stand_in_where_nothing_else_names_what_the_tests_need(tmp_path
     assert _test_requirement_args(root, ["tests"]) == []
     (root / "tox.ini").write_text("[testenv\nbroken")
     assert _test_requirement_args(root) == []
+
+
+def test_of_test_requirements_per_python_version_only_this_pythons_is_installed(tmp_path):
+    # wcwidth 0.2.13 ships requirements-tests36/37/39.txt with conflicting pins: installing all three
+    # failed ("Cannot install attrs==22.2.0 and attrs==23.1.0").
+    from deepgym_envs.synth.project import _one_per_python, _test_requirement_args
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    for name, pin in (("36", "22.2.0"), ("37", "23.1.0"), ("39", "23.1.0")):
+        (root / f"requirements-tests{name}.txt").write_text(f"attrs=={pin}\n")
+    (root / "requirements-test.txt").write_text("pytest\n")
+    assert _test_requirement_args(root) == ["-r", str(root / "requirements-test.txt"),
+                                            "-r", str(root / "requirements-tests39.txt")]
+    names = [Path(n) for n in ("r-tests310.txt", "r-tests312.txt", "r-py3.8.txt", "r-py3.13.txt", "other.txt")]
+    assert _one_per_python(names, (3, 11)) == [Path("other.txt"), Path("r-py3.8.txt"), Path("r-tests310.txt")]
+    assert _one_per_python([Path("r-tests312.txt"), Path("r-tests313.txt")], (3, 11)) == [Path("r-tests312.txt")]

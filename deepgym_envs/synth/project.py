@@ -18,6 +18,7 @@ import configparser
 import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,4 +259,23 @@ def _requirement_files(candidates: list[Path], word: str) -> list[Path]:
         text = _read_meta(path) if word in path.name.lower() else None
         if text is not None and "-e " not in text and "git+" not in text:
             out.append(path)
-    return out
+    return _one_per_python(out)
+
+
+def _one_per_python(files: list[Path], version: tuple[int, int] = sys.version_info[:2]) -> list[Path]:
+    """Of files that differ only by a Python version (wcwidth 0.2.13 pins ``attrs==22.2.0`` in
+    ``requirements-tests36.txt`` and ``attrs==23.1.0`` in ``requirements-tests37.txt``: both at once
+    cannot install), the one for the newest version not above ``version``, else the oldest."""
+    groups: dict[tuple[Path, str], list[tuple[tuple[int, int], Path]]] = {}
+    plain: list[Path] = []
+    for path in files:
+        match = re.fullmatch(r"(.*?\D)(?:py)?(3)\.?(\d{1,2})(\.txt)", path.name)
+        if match:
+            key = (path.parent, match.group(1) + match.group(4))
+            groups.setdefault(key, []).append(((3, int(match.group(3))), path))
+        else:
+            plain.append(path)
+    for members in groups.values():
+        fitting = [m for m in members if m[0] <= version]
+        plain.append(max(fitting)[1] if fitting else min(members)[1])
+    return sorted(plain)
