@@ -366,3 +366,18 @@ def test_of_test_requirements_per_python_version_only_this_pythons_is_installed(
     names = [Path(n) for n in ("r-tests310.txt", "r-tests312.txt", "r-py3.8.txt", "r-py3.13.txt", "other.txt")]
     assert _one_per_python(names, (3, 11)) == [Path("other.txt"), Path("r-py3.8.txt"), Path("r-tests310.txt")]
     assert _one_per_python([Path("r-tests312.txt"), Path("r-tests313.txt")], (3, 11)) == [Path("r-tests312.txt")]
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_a_spent_time_budget_leaves_the_remaining_candidates_untried_and_says_so(tmp_path):
+    from deepgym_envs.synth.pipeline import UNTRIED
+
+    good = _git_repo(tmp_path / "tinylib", LIB)
+    config = SynthConfig(max_candidates=4, max_combined=0, workers=1, use_host_python=True, validate=False,
+                         show_progress=False, budget=1e-6)
+    report = synthesize(SourceSpec.parse(f"git:{good}"), tmp_path / "out", config)
+    assert report.tried == 4 and report.rejected[UNTRIED] == 4 and report.written == 0
+    assert "time budget" in report.reason
+    rows = [json.loads(line) for line in (tmp_path / "out" / report.rejects_file).read_text().splitlines()]
+    assert [r["reason"] for r in rows] == [UNTRIED] * 4

@@ -46,7 +46,7 @@ def _synth(args: argparse.Namespace) -> int:
                          run_timeout=args.run_timeout, workers=args.workers, seed=args.seed, backend=args.sandbox,
                          use_host_python=args.host_python, validate=not args.no_validate,
                          llm_url=args.llm_url or "", llm_model=args.llm_model or "",
-                         repo_format=args.repo_format, show_progress=not args.json)
+                         repo_format=args.repo_format, show_progress=not args.json, budget=args.source_budget)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     say = (lambda text: None) if args.json else (lambda text: console().print(text, soft_wrap=True))
@@ -171,6 +171,9 @@ def add_taskset_parsers(tasks: argparse._SubParsersAction) -> None:
     p.add_argument("--max-combined", type=int, default=5, help="two-bug combinations tried per project (0 = off)")
     p.add_argument("--run-timeout", type=float, default=0.0, help="seconds per test run (0 = 3x the clean run + 30)")
     p.add_argument("--workers", type=int, default=2, help="test runs in parallel, per source")
+    p.add_argument("--source-budget", type=float, default=0.0, metavar="SECONDS",
+                   help="seconds of candidate runs per source (0 = no limit); the candidates left are "
+                   "reported as not tried, so one slow suite cannot hold a long run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sandbox", default=None, help="sandbox backend (default: namespace)")
     p.add_argument("--host-python", action="store_true",

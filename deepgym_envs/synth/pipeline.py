@@ -10,6 +10,7 @@ is a :class:`PackageReport` with its reason, never an exception out of :func:`sy
 
 from __future__ import annotations
 
+import math
 import random
 import tempfile
 import time
@@ -63,6 +64,9 @@ class SynthConfig:
     llm_model: str = ""
     repo_format: str = "bundle"
     """How each project's repository is stored: ``bundle`` (one file) or ``bare`` (a bare repository)."""
+    budget: float = 0.0
+    """Seconds of candidate runs per project (0 = no limit); once spent, the candidates left are not
+    tried (mpmath's suite takes a minute: 65 candidates would hold a run for over an hour)."""
 
 
 @dataclass
@@ -115,7 +119,9 @@ def synthesize(spec: SourceSpec, out: Path, config: SynthConfig) -> PackageRepor
             _synthesize(spec, out, config, Path(tmp), report, holder)
             report.ok = report.written > 0
             if not report.ok and not report.reason:
-                report.reason = ("no candidate bug was kept" if not report.kept else
+                report.reason = ("the time budget (--source-budget) ran out before a bug was kept"
+                                 if not report.kept and report.rejected[UNTRIED] else
+                                 "no candidate bug was kept" if not report.kept else
                                  "no task passed validation" if report.rejected["failed validation"] else
                                  "no kept bug made a task (see the rejects file)")
         except SynthError as exc:
@@ -176,7 +182,8 @@ def _synthesize(spec: SourceSpec, out: Path, config: SynthConfig, tmp: Path, rep
         raise SynthError("no place to inject a bug was found in the library's functions")
     sources = {m: (fetched.root / m).read_text(encoding="utf-8") for m in layout.modules}
 
-    ctx = _Ctx(sources, clean, env, targets, reliable, timeout, config, report, rec)
+    deadline = time.monotonic() + config.budget if config.budget > 0 else math.inf
+    ctx = _Ctx(sources, clean, env, targets, reliable, timeout, config, report, rec, deadline)
     kept = _evaluate(ctx, candidates, "try bugs")
     if config.max_combined:
         pairs = _pairs(kept, config)
@@ -240,6 +247,12 @@ class _Ctx:
     config: SynthConfig
     report: PackageReport
     rec: Recorder
+    deadline: float = math.inf
+    """``time.monotonic()`` past which no candidate is tried (``SynthConfig.budget``)."""
+
+
+#: The rejection reason of the candidates a spent budget left untried.
+UNTRIED = "not tried (time budget spent)"
 
 
 def _evaluate(ctx: _Ctx, candidates: list[Mutation], label: str, count_tried: bool = True) -> list[Kept]:
@@ -259,6 +272,10 @@ def _evaluate(ctx: _Ctx, candidates: list[Mutation], label: str, count_tried: bo
             with SuiteRunner(ctx.clean, ctx.env, test_args=TEST_CMD, backend=config.backend,
                              timeout=ctx.timeout) as runner:
                 for m in chunk:
+                    if time.monotonic() > ctx.deadline:
+                        results[index[id(m)]] = (UNTRIED, "")
+                        advance(f"{m.kind}: {UNTRIED}")
+                        continue
                     run = runner.run(ctx.targets, files={m.path: m.apply(ctx.sources[m.path])})
                     verdict = _judge(m, run, ctx.reliable, config)
                     results[index[id(m)]] = (verdict, run.output if not isinstance(verdict, Kept) else "")
@@ -274,7 +291,7 @@ def _evaluate(ctx: _Ctx, candidates: list[Mutation], label: str, count_tried: bo
             kept.append(verdict)
         else:
             report.rejected[verdict] += 1
-            log = ctx.rec.log(f"candidate-{m.kind}-{m.digest}", output)
+            log = ctx.rec.log(f"candidate-{m.kind}-{m.digest}", output) if verdict != UNTRIED else ""
             ctx.rec.reject("tests", verdict, log=log, **mutation_fields(m))
     return kept
 
