@@ -60,3 +60,41 @@ def test_an_extras_dependency_only_a_build_reveals_is_fetched(tmp_path, attack, 
     assert prefix is not None
     site = next(prefix.glob("lib/python*/site-packages"))
     assert (site / "depwheel" / "__init__.py").read_text() == "VALUE = 2\n"
+
+
+def test_the_pins_a_requirements_file_lists_are_read_for_the_first_fetch(tmp_path):
+    from deepgym_envs.sandbox.pipfetch import listed_requirements
+
+    req = tmp_path / "requirements-tests39.txt"
+    req.write_text("# pinned\nattrs==23.1.0\n    # via pytest\ncoverage==7.3.2  # via pytest-cov\n"
+                   "-r other.txt\n--hash=sha256:00\nhypothesis==6.0 \\\n    --hash=sha256:ab\n"
+                   "typing-extensions==4.8.0; python_version < '3.12'\n./local\nhttps://e.org/x.tar.gz\n")
+    assert listed_requirements(["--prefer-binary", "-r", str(req)]) == [
+        "attrs==23.1.0", "coverage==7.3.2", "hypothesis==6.0", "typing-extensions==4.8.0; python_version < '3.12'"]
+    assert listed_requirements([f"-r{req}", f"--requirement={req}"]) == listed_requirements(["-r", str(req)]) * 2
+    # A path through a link is not read: the project's files are untrusted.
+    (tmp_path / "linked").symlink_to(tmp_path)
+    assert listed_requirements(["-r", str(tmp_path / "linked" / req.name)]) == []
+    (tmp_path / "direct.txt").symlink_to(req)
+    assert listed_requirements(["-r", str(tmp_path / "direct.txt")]) == []
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_a_long_requirements_file_installs_without_a_round_per_pin(tmp_path, wheelhouse, monkeypatch):
+    """wcwidth 0.2.13's requirements-tests39.txt pins 34 distributions; the build found one missing
+    per round and gave up after MAX_ROUNDS. Here one round must do for three."""
+    from deepgym_envs.pyenv import make_venv, pip_freeze, pip_install
+    from deepgym_envs.sandbox import pipfetch
+    from deepgym_envs.sandbox.build import BuildSandbox
+
+    monkeypatch.setattr(pipfetch, "MAX_ROUNDS", 1)
+    for name in ("alpha", "beta", "gamma"):
+        write_wheel(str(wheelhouse), name, "1.0", {f"{name}/__init__.py": f"NAME = {name!r}\n"})
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "req.txt").write_text("alpha==1.0\nbeta==1.0  # via alpha\ngamma==1.0\n")
+    with BuildSandbox(scratch=[str(work)]) as sb:
+        make_venv(sb, str(work / "venv"))
+        pip_install(sb, str(work / "venv"), ["-r", str(work / "req.txt")])
+        assert set(pip_freeze(sb, str(work / "venv"))) >= {"alpha==1.0", "beta==1.0", "gamma==1.0"}

@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from deepgym_envs.errors import InfrastructureError
-from deepgym_envs.sandbox.base import ExecResult
+from deepgym_envs.errors import InfrastructureError, ToolError
+from deepgym_envs.sandbox.base import ExecResult, open_regular
 from deepgym_envs.sandbox.build import BuildSandbox, pip_argv
 
 #: Build-and-fetch rounds an install may take (each fetches what the last build missed).
@@ -41,6 +41,8 @@ _VALUED = ("-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i"
            "-f", "--find-links", "-t", "--target", "--prefix", "--root", "-d", "--dest", "--python-version",
            "--platform", "--python")
 #: pip names the requirement as written, marker included: ``coverage; extra == "testing"``.
+#: Bytes of a requirements file read for its pins.
+_LIST_BYTES = 1 << 20
 _MISSING = re.compile(r"No matching distribution found for ([^\s;]+)")
 
 
@@ -81,7 +83,7 @@ def install(sb: BuildSandbox, python: str, args: list[str], *, timeout: float = 
     distribution a round's build reports missing."""
     version = _python_version(sb, python)
     fetched: set[str] = set()
-    todo = requirement_names(args)
+    todo = list(dict.fromkeys(requirement_names(args) + listed_requirements(args)))
     complaints: list[str] = []
     result: ExecResult | None = None
     for _ in range(MAX_ROUNDS):
@@ -114,6 +116,29 @@ def missing_requirements(output: str) -> list[str]:
     ['coverage']
     """
     return list(dict.fromkeys(_MISSING.findall(output)))
+
+
+def listed_requirements(args: Sequence[str]) -> list[str]:
+    """The plain requirements of the files ``-r FILE`` names (not those they name in turn), for the
+    first fetch step: a build reports one missing distribution per round, and wcwidth 0.2.13's
+    92-line ``requirements-tests39.txt`` ran past :data:`MAX_ROUNDS`. A path through any link is
+    not read (the project is untrusted: ``requirements -> /root`` would turn host files into
+    requests to the index)."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        path = (args[i + 1] if arg in ("-r", "--requirement") and i + 1 < len(args) else
+                arg.split("=", 1)[1] if arg.startswith("--requirement=") else
+                arg[2:] if arg.startswith("-r") and not arg.startswith("--") and len(arg) > 2 else None)
+        if not path or os.path.realpath(path) != os.path.abspath(path):
+            continue
+        try:
+            with open_regular(path, os.O_RDONLY, path) as fh:
+                text = fh.read(_LIST_BYTES).decode("utf-8", errors="replace")
+        except (OSError, ToolError):
+            continue
+        lines = (re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip().rstrip("\\").strip() for line in text.splitlines())
+        out += requirement_names([line for line in lines if line and not line.startswith("-")])
+    return out
 
 
 def requirement_names(args: Sequence[str]) -> list[str]:
