@@ -135,3 +135,29 @@ def test_sample_spreads_over_kinds_and_is_seeded():
 
 def test_unparsable_source_gives_no_mutations():
     assert find_mutations("def broken(:\n", "x.py") == []
+
+
+def test_only_drawn_mutations_are_checked_and_a_refused_one_is_replaced(monkeypatch):
+    # mpmath 1.3.0: ~40,000 sites, each checked by parsing its whole module twice, kept the host
+    # busy for over ten minutes before the first test run. Now the module parses once per draw.
+    import ast
+    import random
+
+    from deepgym_envs.synth.mutate import Meaning
+
+    source = "def f(a, b):\n" + "".join(f"    x{i} = a < b + {i}\n" for i in range(300)) + "    return a\n"
+    parses = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
+    found = find_mutations(source, "m.py", check=False)
+    assert len(found) > 600 and len(parses) == 1
+    meaning = Meaning(source)
+    checked = []
+
+    def keep(m):
+        checked.append(m)
+        return meaning.differs(m) and len(checked) % 3 != 0  # refuse every third drawn one
+
+    picked = sample(found, 10, random.Random(0), keep=keep)
+    assert len(picked) == 10 and len(checked) == 14 and len(parses) <= 1 + 1 + 14
+    assert all(m in checked for m in picked)

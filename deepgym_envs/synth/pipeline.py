@@ -27,7 +27,7 @@ from deepgym_envs.errors import DeepgymError
 from deepgym_envs.openai_http import OpenAIChatClient
 from deepgym_envs.progress import console, progress_bar
 from deepgym_envs.synth.fetch import Fetched, SourceSpec, SynthError, fetch
-from deepgym_envs.synth.mutate import Mutation, combine, find_mutations, sample
+from deepgym_envs.synth.mutate import Meaning, Mutation, combine, find_mutations, sample
 from deepgym_envs.synth.project import Layout, build_env, read_layout
 from deepgym_envs.synth.rewrite import rewrite_statement
 from deepgym_envs.synth.runner import TEST_CMD, SuiteRun, SuiteRunner
@@ -227,13 +227,16 @@ def _status(config: SynthConfig, text: str) -> None:
 
 def _candidates(fetched: Fetched, layout: Layout, config: SynthConfig) -> list[Mutation]:
     found: list[Mutation] = []
+    meanings: dict[str, Meaning] = {}
     for module in layout.modules:
         try:
             text = (fetched.root / module).read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):
             continue
-        found += find_mutations(text, module)
-    return sample(found, config.max_candidates, random.Random(config.seed))
+        found += find_mutations(text, module, check=False)
+        meanings[module] = Meaning(text)
+    # Only the drawn ones are checked (a module is parsed once per drawn mutation, not per site).
+    return sample(found, config.max_candidates, random.Random(config.seed), keep=lambda m: meanings[m.path].differs(m))
 
 
 @dataclass
