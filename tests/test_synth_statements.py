@@ -389,3 +389,24 @@ def test_a_star_import_stays_in_the_script():
     script = reproduction(text, "t.py::test_double")
     assert script is not None and "from lib import *" in script and "import sys" not in script
     assert _runs(script, lib="def double(x):\n    return 2 * x\n") == "4\n"
+
+
+def test_a_relative_import_of_a_test_inside_the_package_is_made_absolute():
+    # hyperlink 21.0: 56 kept bugs, 0 tasks. Its tests live in src/hyperlink/test/ and import
+    # `from .._url import URL`, which a script run on its own cannot.
+    text = textwrap.dedent("""\
+        from .. import URL
+        from .common import HyperlinkTestCase
+
+        class TestURL(HyperlinkTestCase):
+            def test_host(self):
+                assert URL(host='a').host == 'a'
+        """)
+    assert reproduction(text, "src/hyperlink/test/test_url.py::TestURL::test_host").startswith(
+        "from hyperlink import URL\n")
+    assert reproduction(text.replace("from .. import", "from .._url import"),
+                        "hyperlink/test/test_url.py::TestURL::test_host").startswith("from hyperlink._url import URL\n")
+    # Above the package, or a tests/ folder that is no package of the project's: no script.
+    assert reproduction(text, "tests/test_url.py::TestURL::test_host") is None
+    assert reproduction(text.replace("from .. import", "from ... import"),
+                        "src/hyperlink/test/test_url.py::TestURL::test_host") is None

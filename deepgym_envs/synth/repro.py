@@ -92,7 +92,7 @@ def reproduction(file_text: str, test_id: str, line: int | None = None) -> str |
             body = [ast.Assign([target], values.value)] + body
         else:
             body = [ast.For(target=target, iter=values, body=body, orelse=[])]
-    needed = _needed(tree, body, {id(fn), id(cls)})
+    needed = _needed(tree, body, {id(fn), id(cls)}, _package(test_id.split("::", 1)[0]))
     if needed is None:
         return None
     script_body = needed + body
@@ -380,8 +380,29 @@ def literalish(node: ast.expr) -> bool:
     return False
 
 
-def _needed(tree: ast.Module, body: list[ast.stmt], skip: set[int]) -> list[ast.stmt] | None:
-    """The module-level statements (imports, helpers, constants) the body uses, in file order, transitively."""
+def _package(test_file: str) -> list[str]:
+    """The package a test module is in, from its path (``src/`` is a layout, not a package):
+    ``src/hyperlink/test/test_url.py`` -> ``["hyperlink", "test"]``."""
+    parts = test_file.split("/")[:-1]
+    return parts[1:] if parts[:1] == ["src"] else parts
+
+
+def _absolute(stmt: ast.ImportFrom, package: list[str]) -> ast.ImportFrom | None:
+    """``from .._url import URL`` in ``hyperlink.test`` -> ``from hyperlink._url import URL``; None
+    when the test module is not inside a package deep enough (a ``tests/`` folder beside it)."""
+    up = stmt.level - 1
+    if not package or up >= len(package) or not all(p.isidentifier() for p in package):
+        return None
+    base = package[:len(package) - up]
+    if len(base) == 1 and base[0] in ("tests", "test", "testing"):
+        return None  # tests/ is no importable package of the project's
+    return ast.ImportFrom(".".join([*base, *([stmt.module] if stmt.module else [])]), stmt.names, 0)
+
+
+def _needed(tree: ast.Module, body: list[ast.stmt], skip: set[int], package: list[str] | None = None) -> list[ast.stmt] | None:
+    """The module-level statements (imports, helpers, constants) the body uses, in file order,
+    transitively; relative imports made absolute from ``package`` (the test module's)."""
+    package = package or []
     wanted = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)}
     defines: list[tuple[ast.stmt, set[str]]] = []
     for stmt in tree.body:
@@ -415,8 +436,12 @@ def _needed(tree: ast.Module, body: list[ast.stmt], skip: set[int]) -> list[ast.
                 wanted |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
                 changed = True
     out = [_only_used(stmt, wanted) for stmt, _ in defines if id(stmt) in chosen]
-    if any(isinstance(s, ast.ImportFrom) and s.level for s in out):
-        return None  # a script run on its own has no package to be relative to
+    for i, stmt in enumerate(out):
+        if isinstance(stmt, ast.ImportFrom) and stmt.level:
+            absolute = _absolute(stmt, package)
+            if absolute is None:
+                return None  # a script run on its own has no package to be relative to
+            out[i] = absolute
     if "pytest" in {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name)} and not any(
             isinstance(s, ast.Import) and any(a.name == "pytest" for a in s.names) for s in out):
         out.insert(0, ast.Import([ast.alias("pytest")]))
