@@ -133,6 +133,10 @@ def _flipping(verdicts: list[Verdict]) -> set[str]:
 
 
 def _resolved_but_flaky(verdict: Verdict, task: Task) -> bool:
+    """Unresolved only through tests known to be flaky: never a run that was tampered with (its
+    tests may all have passed: the scale run's funcy tasks were valid with an unresolved gold)."""
+    if verdict.tampered or verdict.status == "no_verdict":
+        return False
     f2p = set(task.FAIL_TO_PASS)
     return all(counts_as_passing(outcome, test in f2p, task.swebench_semantics) or test in task.flaky
                for test, outcome in verdict.tests.items())
