@@ -14,34 +14,49 @@ from deepgym_envs.tasks import load_tasks
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _committed_copy(dest: Path) -> Path:
-    """tasks/synth exactly as git holds it (empty directories and untracked files do not travel)."""
+def _committed_copy(dest: Path, name: str = "synth") -> Path:
+    """tasks/NAME exactly as git holds it (empty directories and untracked files do not travel)."""
     try:
         blob = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(ROOT), "archive", "--format=tar", "HEAD",
-                               "tasks/synth"],
+                               f"tasks/{name}"],
                               capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"not a git checkout with tasks/synth committed: {exc}")
+        pytest.skip(f"not a git checkout with tasks/{name} committed: {exc}")
     with tarfile.open(fileobj=BytesIO(blob)) as tar:
         # Our own archive; the filter only where this Python has it (3.11.4+, 3.10.12+).
         tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    return dest / "tasks" / "synth"
+    return dest / "tasks" / name
 
 
-def test_every_synthesised_repository_builds_task_trees_from_a_fresh_checkout(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name, tasks_at_least, repos_at_least", [("synth", 50, 3), ("synth-curated", 150, 20)])
+def test_every_synthesised_repository_builds_task_trees_from_a_fresh_checkout(tmp_path, monkeypatch, name,
+                                                                              tasks_at_least, repos_at_least):
     from deepgym_envs.trees import pristine_tree
 
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
-    tasks = load_tasks(_committed_copy(tmp_path / "checkout"))
-    assert len(tasks) >= 50
+    tasks = load_tasks(_committed_copy(tmp_path / "checkout", name))
+    assert len(tasks) >= tasks_at_least
     first_per_repo = {t.repo_path: t for t in reversed(tasks)}
-    assert len(first_per_repo) >= 3
+    assert len(first_per_repo) >= repos_at_least
     for task in first_per_repo.values():
         tree = pristine_tree(task)
         head = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(tree), "rev-parse", "HEAD"],
                               capture_output=True, text=True)
         assert head.returncode == 0, f"{task.instance_id}: {head.stderr}"
         assert any(tree.glob("**/*.py")), f"{task.instance_id}: the tree has no Python code"
+
+
+def test_the_curated_set_reads_like_issues_with_a_script_each(tmp_path):
+    """Every statement of tasks/synth-curated quotes a script and names no changed file or function."""
+    tasks = load_tasks(_committed_copy(tmp_path / "checkout", "synth-curated"))
+    for t in tasks:
+        assert "```python" in t.problem_statement, t.instance_id
+        synth = t.extra["synth"]
+        assert synth["module"] not in t.problem_statement, t.instance_id
+        for artefact in ("Use -v to get", "...r'", "AssertionError: assert"):
+            assert artefact not in t.problem_statement, (t.instance_id, artefact)
+    kinds = {t.extra["synth"]["kind"] for t in tasks}
+    assert len(kinds) >= 8  # the bug kinds are spread, not one kind per package
 
 
 def test_committed_repositories_carry_no_git_sample_hooks():

@@ -220,22 +220,18 @@ def test_synthesis_commits_no_build_artefacts_and_keeps_ignored_sources(tmp_path
         assert "src/tinylib/version.py" in committed
 
 
-def test_committed_synth_tasks_hold_no_build_artefacts():
-    synth = ROOT / "tasks" / "synth"
-    files = sorted(synth.glob("*.jsonl"))
-    if not files:
-        pytest.skip("tasks/synth is not in this checkout")
+@pytest.mark.parametrize("name", ["synth", "synth-curated"])
+def test_committed_synth_tasks_hold_no_build_artefacts(name):
+    synth = ROOT / "tasks" / name
+    tasks = load_tasks(synth) if any(synth.glob("*.jsonl")) else []
+    if not tasks:
+        pytest.skip(f"tasks/{name} is not in this checkout")
     bad: dict[str, list[str]] = {}
-    count = 0
-    for path in files:
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            count += 1
-            paths = _git(synth / row["repo_path"], "ls-tree", "-r", "--name-only", row["base_commit"]).split()
-            if found := _artefacts(paths):
-                bad[row["instance_id"]] = found[:3]
-    assert count >= 50
-    assert not bad, f"{len(bad)} of {count} tasks carry build artefacts, e.g. {next(iter(bad.items()))}"
+    for task in tasks:
+        if found := _artefacts(_committed(task, synth)):
+            bad[task.instance_id] = found[:3]
+    assert len(tasks) >= 50
+    assert not bad, f"{len(bad)} of {len(tasks)} tasks carry build artefacts, e.g. {next(iter(bad.items()))}"
 
 
 @requires_namespace
