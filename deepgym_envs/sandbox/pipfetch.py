@@ -40,9 +40,9 @@ _SCRIPT = (Path(__file__).parent / "_fetch_files.py").read_text
 _VALUED = ("-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url", "--extra-index-url",
            "-f", "--find-links", "-t", "--target", "--prefix", "--root", "-d", "--dest", "--python-version",
            "--platform", "--python")
-#: pip names the requirement as written, marker included: ``coverage; extra == "testing"``.
 #: Bytes of a requirements file read for its pins.
 _LIST_BYTES = 1 << 20
+#: pip names the requirement as written, marker included: ``coverage; extra == "testing"``.
 _MISSING = re.compile(r"No matching distribution found for ([^\s;]+)")
 
 

@@ -114,8 +114,9 @@ def _render(stmt: ast.stmt) -> str:
         return text + "\n"
     if isinstance(stmt, ast.Assign):
         return " = ".join(ast.unparse(t) for t in stmt.targets) + " = " + _wrapped(stmt.value, 0) + "\n"
-    if isinstance(stmt, ast.AugAssign):
-        return f"{ast.unparse(stmt.target)} {_AUG[type(stmt.op)]}= {_wrapped(stmt.value, 0)}\n"
+    if isinstance(stmt, ast.AugAssign):  # "inits += " as ast.unparse writes it, whatever the operator
+        head = ast.unparse(ast.AugAssign(stmt.target, stmt.op, ast.Name("_")))[:-1]
+        return head + _wrapped(stmt.value, 0) + "\n"
     if isinstance(stmt, ast.Expr):
         return _wrapped(stmt.value, 0) + "\n"
     return text + "\n"
@@ -142,10 +143,6 @@ def _wrapped(node: ast.expr, indent: int) -> str:
     else:
         return text
     return opening + "\n" + "".join(f"{inner}{i},\n" for i in items) + " " * indent + closing
-
-
-_AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
-        ast.BitOr: "|", ast.BitAnd: "&", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>", ast.MatMult: "@"}
 
 
 class _One(ast.expr):
