@@ -99,9 +99,10 @@ def test_a_task_with_its_own_environment_grades_on_docker(tmp_path):
                                        f"{next(prefix.glob('lib/python*/site-packages'))}/pluggy/__init__.py"]
         assert sb.exec(["touch", f"{prefix}/bin/planted"]).exit_code != 0
         assert not (prefix / "bin" / "planted").exists()
-        # deepgym's own installed copy (task files) stays hidden where the base interpreter is bound.
+        # Where the base interpreter is bound, nothing of its site-packages shows: neither deepgym's
+        # installed copy (task files) nor another package (a vendored copy of the project's fix).
         hidden = sb.exec(["python", "-c", "import os, sys; d = os.path.join(sys.base_prefix, 'lib', "
-                          "f'python{sys.version_info[0]}.{sys.version_info[1]}', 'site-packages', 'deepgym_envs'); "
+                          "f'python{sys.version_info[0]}.{sys.version_info[1]}', 'site-packages'); "
                           "print(os.listdir(d) if os.path.isdir(d) else [])"])
         assert hidden.exit_code == 0 and hidden.stdout.strip() == "[]", hidden.output
     gold = grade(task, GOLD_PATCH, backend="docker")

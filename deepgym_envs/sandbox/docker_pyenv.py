@@ -57,8 +57,8 @@ def python_env_mounts(binds: list[str], scratch: str, packages: tuple[str, ...] 
         mounts.append(docker.types.Mount("/root", empty("root", under_root), type="bind", read_only=True))
     mounts += [docker.types.Mount(path, path, type="bind", read_only=True) for path in binds]
     # The base installation's site-packages can hold this package's task files (gold patches,
-    # hidden tests), as the namespace backend knows.
-    hidden = [p for p in hidden_paths(tuple(binds), packages) if covered(p, binds)]
+    # hidden tests), as the namespace backend knows; the environment (binds[0]) needs none of it.
+    hidden = [p for p in hidden_paths(tuple(binds), packages, binds[0] if binds else None) if covered(p, binds)]
     if hidden:
         mounts += [docker.types.Mount(path, empty("empty"), type="bind", read_only=True) for path in hidden]
     return mounts

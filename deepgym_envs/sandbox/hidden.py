@@ -6,6 +6,11 @@ site-packages); the namespace and docker backends cover those with empty directo
 installed copies of the project under test itself (:func:`tree_packages`): a later release of it in
 a bound site-packages holds the fix (the audit's leak scan found sympy's, a dependency of torch, in
 deepgym's own interpreter, readable from every sympy task's sandbox).
+
+A task with an environment of its own imports nothing from any other Python's installed packages,
+so a sandbox for it shows none of them (:func:`package_dirs`): a vendored copy of the project
+(setuptools' ``_vendor/more_itertools``) or a single-module install (``xmltodict.py``) is no
+package the tree names, and the leak scan found gold lines in both.
 """
 
 from __future__ import annotations
@@ -80,20 +85,44 @@ def _project_copies(packages: tuple[str, ...], extra_dests: tuple[str, ...]) -> 
     return copies_under(site_dirs, prefixes | frozenset(extra_dests), packages)
 
 
+#: Where a Python keeps installed packages, relative to a directory a sandbox binds: a prefix
+#: (``lib/python3.11/site-packages``, Debian's ``lib/python3/dist-packages``), ``/usr``'s
+#: ``local/``, or an installation one level below (``/opt/conda``).
+_PACKAGE_GLOBS = ("lib*/python*/*-packages", "local/lib*/python*/*-packages", "*/lib*/python*/*-packages")
+
+
+@functools.lru_cache(maxsize=64)
+def package_dirs(bound: tuple[str, ...], own: str) -> tuple[str, ...]:
+    """Every installed-packages directory of a Python in ``bound`` (the system directories, this
+    interpreter's site-packages and user site included) that is not under ``own``, the task's
+    environment: what a task with an environment of its own has no need to see."""
+    import site
+
+    found = {*site.getsitepackages(), site.getusersitepackages()}
+    for root in (*SYSTEM_DIRS, *bound):
+        for pattern in _PACKAGE_GLOBS:
+            found.update(glob.glob(os.path.join(glob.escape(root), pattern)))
+    real = {os.path.realpath(d) for d in found if os.path.isdir(d)}
+    return tuple(sorted(d for d in real if not covered(d, [own])))
+
+
 def covered(path: str, dirs: list[str] | tuple[str, ...]) -> bool:
     return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
-def hidden_paths(extra_dests: tuple[str, ...], packages: tuple[str, ...] = ()) -> list[str]:
+def hidden_paths(extra_dests: tuple[str, ...], packages: tuple[str, ...] = (), own_python: str | None = None) -> list[str]:
     """Directories with hidden data (this package and its task files, the tree cache, every
     directory a task file was loaded from, installed copies of the project's ``packages``) that a
-    read-only bind would otherwise show."""
+    read-only bind would otherwise show; with ``own_python`` (the task's environment), every other
+    Python's installed packages too."""
     bound = [d for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)] + list(extra_dests)
     pkg = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
     secrets = {pkg, os.path.join(os.path.dirname(pkg), "tasks"), os.path.realpath(cache_root()),
                *task_sources(), *installed_copies(), *copies_under((), extra_dests)}
     if packages:
         secrets.update(_project_copies(packages, extra_dests))
+    if own_python:
+        secrets.update(package_dirs(extra_dests, own_python))
     shown = [s for s in secrets if covered(s, bound) and os.path.isdir(s)]
     # Hiding a directory hides what is inside it (and its mount points would be gone anyway).
     return sorted(s for s in shown if not any(o != s and covered(s, [o]) for o in shown))

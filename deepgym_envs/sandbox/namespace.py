@@ -43,7 +43,7 @@ from deepgym_envs.sandbox.base import (HostViewSandbox, Resident, SandboxLimits,
                                        limits_argv,
                                        remove_tree, task_python_env, user_process_baseline)
 from deepgym_envs.sandbox.cgroup import PidsCgroup
-from deepgym_envs.sandbox.hidden import SYSTEM_DIRS, covered, hidden_paths, tree_packages
+from deepgym_envs.sandbox.hidden import SYSTEM_DIRS, covered, hidden_paths, package_dirs, tree_packages
 from deepgym_envs.sandbox.support import support_host_dir
 
 _PAGE = 4096
@@ -346,11 +346,15 @@ class NamespaceSandbox(HostViewSandbox):
             binds += ["--ro-bind", src, dest]
         # Whatever of the package, its task files or the tree cache a bind above covers is hidden
         # (and a bind that lies inside what was hidden, a task's environment say, is made again).
-        hidden = hidden_paths(tuple(dest for _, dest in self._ro_binds), tree_packages(str(self.pristine)))
+        # With an environment of its own, every other Python's installed packages are hidden too,
+        # and a bind of one of them is not made again.
+        dests = tuple(dest for _, dest in self._ro_binds)
+        hidden = hidden_paths(dests, tree_packages(str(self.pristine)), self._python_prefix)
+        foreign = package_dirs(dests, self._python_prefix) if self._python_prefix else ()
         for path in hidden:
             binds += ["--ro-bind", f"{self._mnt}/empty", path]
         for src, (_, dest) in zip(self._bind_sources, self._ro_binds):
-            if covered(dest, hidden):
+            if covered(dest, hidden) and not covered(dest, foreign):
                 binds += ["--ro-bind", src, dest]
         for i, (_, dest) in enumerate(self._rw_binds):  # last: visible even under a hidden one
             binds += ["--bind", f"{self._mnt}/rw-{i}", dest]

@@ -332,3 +332,33 @@ def test_no_task_file_is_readable_inside_whatever_the_install_mode():
     with box:
         res = box.exec(["grep", "-rlF", "--include=*.jsonl", "FAIL_TO_PASS", *roots, "/deepgym", "/tmp"])
     assert res.stdout.strip() == "", res.stdout
+
+
+@requires_namespace
+def test_a_task_with_its_own_environment_sees_no_other_pythons_packages(tmp_path, toy_task):
+    """A task's environment imports nothing from deepgym's interpreter, its base or the system's
+    Pythons, yet their site-packages were bound whole: the audit's leak scan found gold lines in
+    setuptools' vendored more_itertools, ray's vendored tabulate and an installed xmltodict.py,
+    none of them a package the tree holds. Least privilege: with an environment of its own, a
+    sandbox shows no other Python's installed packages at all; the standard library stays."""
+    import glob
+    import site
+    import sys
+
+    from deepgym_envs.pyenv import PythonEnv, create_venv, finish_env
+
+    prefix = tmp_path / "env"
+    create_venv(prefix)
+    finish_env(prefix, PythonEnv((), ("src",)))
+    (next(prefix.glob("lib/python*/site-packages")) / "own_dep.py").write_text("X = 1\n")
+    others = sorted({os.path.realpath(p) for p in (
+        *site.getsitepackages(), *glob.glob(os.path.join(glob.escape(sys.base_prefix), "lib*", "python*", "site-packages")),
+        *glob.glob("/usr/lib/python3*/*-packages"), *glob.glob("/usr/local/lib/python3*/*-packages"))
+        if os.path.isdir(p) and os.listdir(p)})
+    assert others, "this test needs a non-empty site-packages to look at"
+    with make_sandbox(pristine_tree(toy_task), "namespace", python_prefix=str(prefix), pythonpath=["src"]) as sb:
+        seen = sb.exec(["bash", "-c", "for d in \"$@\"; do echo \"$d $(ls -A \"$d\" | wc -l)\"; done; "
+                                      "python -c 'import json, own_dep, calc; print(calc.__file__)'", "-", *others])
+    lines = seen.stdout.splitlines()
+    assert seen.exit_code == 0 and lines[-1] == "/testbed/src/calc/__init__.py", seen.output
+    assert lines[:-1] == [f"{d} 0" for d in others], seen.output
