@@ -122,13 +122,15 @@ class Leak:
 class _Needles:
     task: Task
     by_kind: dict[str, list[str]] = field(default_factory=dict)
-    context: dict[str, str] = field(default_factory=dict)
-    """A lone needle's neighbour in the fixed file: a well-known line (a leap-year test) then only
-    counts where its neighbour is too."""
+    context: dict[str, list[str]] = field(default_factory=dict)
+    """A lone needle's neighbours in the fixed file (up to two lines each side, from its hunk): a
+    well-known line (a leap-year test), or one the project repeats with its neighbour in a sibling
+    module (isodate's ``int(groups["tzmin"] or 0),``), then only counts where all of them are too.
+    A copy of the fixed file, its git object or a task file holds them all."""
 
     @property
     def flat(self) -> list[str]:
-        base = [s for k in ("gold", "tests") for s in self.by_kind[k]] + list(self.context.values())
+        base = [s for k in ("gold", "tests") for s in self.by_kind[k]] + [c for cs in self.context.values() for c in cs]
         return list(dict.fromkeys(base + [_escaped(s) for s in base]))
 
     def threshold(self, kind: str) -> int:
@@ -145,24 +147,25 @@ def task_needles(task: Task, tree: Path | None = None) -> _Needles:
     n = _Needles(task, needles(task, tree))
     for kind, patch in (("gold", task.patch), ("tests", task.test_patch)):
         if len(n.by_kind[kind]) == 1:
-            ctx = _neighbour(patch, n.by_kind[kind][0])
+            ctx = _neighbours(patch, n.by_kind[kind][0])
             if ctx:
                 n.context[n.by_kind[kind][0]] = ctx
     return n
 
 
-def _neighbour(patch: str, needle: str) -> str:
-    """The nearest line of at least 8 characters before ``needle`` in the patched file."""
-    last = ""
-    for line in patch.splitlines():
+def _neighbours(patch: str, needle: str, each_side: int = 2) -> list[str]:
+    """The nearest lines of at least 8 characters before and after ``needle`` in its hunk of the
+    patched file, ``each_side`` at most on each side."""
+    hunk: list[str] = []
+    for line in [*patch.splitlines(), "@@"]:
         if line.startswith(("+++", "---", "@@", "diff ")):
-            last = ""
-            continue
-        if line[:1] in ("+", " ") and line[1:].strip() == needle:
-            return last
-        if line[:1] in ("+", " ") and len(line[1:].strip()) >= 8:
-            last = line[1:].strip()
-    return ""
+            if needle in hunk:
+                at = hunk.index(needle)
+                return hunk[:at][-each_side:] + hunk[at + 1:][:each_side]
+            hunk = []
+        elif line[:1] in ("+", " ") and (len(line[1:].strip()) >= 8 or line[1:].strip() == needle):
+            hunk.append(line[1:].strip())
+    return []
 
 
 def needles(task: Task, tree: Path | None = None) -> dict[str, list[str]]:
@@ -317,7 +320,7 @@ def _judge(n: _Needles, hits: dict[str, set[str]]) -> list[Leak]:
         for kind in ("gold", "tests"):
             mine = [s for s in n.by_kind[kind] if _holds(strings, s)]
             lone = len(n.by_kind[kind]) == 1 and n.by_kind[kind][0] in n.context
-            if lone and mine and not _holds(strings, n.context[mine[0]]):
+            if lone and mine and not all(_holds(strings, c) for c in n.context[mine[0]]):
                 continue
             if mine and len(mine) >= n.threshold(kind):
                 out.append(Leak(n.task.instance_id, kind, loc, len(mine), len(n.by_kind[kind]), mine[0][:120]))

@@ -170,6 +170,26 @@ def test_a_hidden_test_that_repeats_a_visible_siblings_lines_is_not_a_leak_but_a
     assert [(leak.kind, leak.location) for leak in scan_tasks([leaking])] == [("tests", f"git object {sha} (blob)")]
 
 
+@requires_namespace
+def test_a_lone_gold_line_a_sibling_module_repeats_with_its_neighbour_is_no_leak(tmp_path):
+    # isodate's one-line fix `int(groups["tzmin"] or 0),` stands, under the same line for
+    # "tzhour", in isotzinfo.py too: the scan called that module and its blob a leak, as it did
+    # more-itertools' `raise IndexError` and a line of the standard library's collections.
+    fixed = (write_toy_repo(tmp_path / "fixed") / "src/calc/ops.py").read_text()
+    function = fixed.split("\n\n\n")[0] + "\n"
+    assert "def mean" not in function and "min(x, hi)" in function
+    repeated = write_toy_repo(tmp_path / "repeated")
+    (repeated / "src/calc/bounded.py").write_text(function)
+    task = task_from_row(toy_row(repeated, instance_id="toy__repeat-001"))
+    assert needles(task)["gold"] == ["return max(lo, min(x, hi))"]
+    assert scan_tasks([task]) == []
+    # The whole fixed file, beside it, still gives the answer away.
+    (repeated / "src/calc/bounded.py").write_text(fixed)
+    leaking = task_from_row(toy_row(repeated, instance_id="toy__repeat-002"))
+    assert [(leak.kind, leak.location) for leak in scan_tasks([leaking])
+            if leak.location.startswith("/testbed/")] == [("gold", "/testbed/src/calc/bounded.py")]
+
+
 @pytest.mark.slow
 @requires_namespace
 def test_a_built_in_task_leaks_nothing():
