@@ -319,7 +319,8 @@ def test_a_body_swapped_for_code_claiming_the_test_file_is_caught(toy_task, grad
 
 #: Test shapes whose function is not simply the ``def`` in the file: none may read as a swapped
 #: body. A base class in another file of the tests, a diamond, wrappers (functools.wraps, mock,
-#: unittest's skip, a rebinding), parametrization, unittest methods, nested classes.
+#: unittest's skip, a rebinding, hypothesis's ``@given``), parametrization, unittest methods,
+#: nested classes, a test function the file imports over its own definition (funcy).
 SHAPES = {
     "tests/shapes_base.py": '''\
 import unittest
@@ -345,6 +346,10 @@ class Right(Base):
 class CaseBase(unittest.TestCase):
     def test_unittest_inherited(self):
         self.assertEqual(1 + 1, 2)
+
+
+def test_reimported():
+    assert True
 ''',
     "tests/test_shapes.py": '''\
 import functools
@@ -352,6 +357,7 @@ import unittest
 from unittest import mock
 
 import pytest
+from hypothesis import given, strategies as st
 from shapes_base import Base, CaseBase, Left, Right
 
 
@@ -418,6 +424,24 @@ class TestPatchedClass(unittest.TestCase):
     def test_patched(self, getpid):
         import os
         self.assertEqual(os.getpid(), 1)
+
+
+@given(st.integers())
+def test_given(n):
+    assert isinstance(n, int)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+@given(n=st.integers(min_value=0, max_value=5))
+def test_given_parametrized(k, n):
+    assert 0 <= n * k <= 10
+
+
+def test_reimported():
+    raise AssertionError("replaced by the import below, as funcy replaces one of its tests")
+
+
+from shapes_base import test_reimported  # noqa: E402,F811
 ''',
 }
 
@@ -437,7 +461,7 @@ def test_test_shapes_that_wrap_or_inherit_are_never_tampered(toy_task):
                 report, res = run_pytest(sb, ["-q", *extra, "tests/test_shapes.py"], 120, warm=warm)
                 assert report and not report["tampered"], (report, res.output[-3000:])
                 outcomes = report["tests"]
-                assert len(outcomes) == 16 and set(outcomes.values()) == {"passed", "skipped"}, res.output[-3000:]
+                assert len(outcomes) == 20 and set(outcomes.values()) == {"passed", "skipped"}, res.output[-3000:]
 
 
 @pytest.mark.slow
@@ -447,3 +471,78 @@ def test_a_profile_function_left_set_by_the_code_under_test_is_tampering(toy_tas
     v = grade(toy_task, append_to_init("import sys\nsys.setprofile(lambda frame, event, arg: None)\n"))
     assert v.status == "unresolved" and v.tampered, v.reason
     assert "a trace or profile function was set during" in v.reason
+
+
+GIVEN_TESTS = '''\
+from hypothesis import given, strategies as st
+
+
+@given(st.integers())
+def test_fails(n):
+    assert n != n
+
+
+@given(st.integers())
+def test_passes(n):
+    assert n == n
+
+
+import given_attack  # noqa: E402,F401  code under test, run once the tests exist
+'''
+
+#: Ways code under test could make a failing ``@given`` test pass, now that a generated function
+#: forwarding to hypothesis's wrapper is followed rather than refused.
+GIVEN_ATTACKS = {
+    # A generated-looking forwarder, claiming the test's file, to a function that does nothing;
+    # it carries the real test's handle.
+    "hollow-forwarder": '''\
+ns = {}
+exec("def accept(f):\\n    def test_fails():\\n        return f()\\n    return test_fails\\n", ns)
+shim = ns["accept"](lambda: None)
+shim.__code__ = shim.__code__.replace(co_filename=mod.test_fails.__code__.co_filename)
+shim.hypothesis = mod.test_fails.hypothesis
+mod.test_fails = shim
+''',
+    # The passing test's wrapper under the failing test's name.
+    "swap": "mod.test_fails = mod.test_passes\n",
+    # ...with the failing test as written hung where a search of attributes would find it.
+    "swap-with-decoy": '''\
+original = mod.test_fails.hypothesis.inner_test
+mod.test_passes.original = original
+mod.test_passes.hypothesis.original = original
+mod.test_fails = mod.test_passes
+''',
+    # An installed function callable with no arguments, carrying a handle that names the real test
+    # (before, any installed function stood in for a test the file decorates).
+    "installed-with-handle": '''\
+import locale
+
+
+class Handle:
+    inner_test = mod.test_fails.hypothesis.inner_test
+
+
+locale.getpreferredencoding.hypothesis = Handle()
+mod.test_fails = locale.getpreferredencoding
+''',
+}
+
+
+@pytest.mark.slow
+@requires_namespace
+@pytest.mark.parametrize("attack", sorted(GIVEN_ATTACKS))
+def test_a_given_test_swapped_or_hollowed_is_still_tampering(toy_task, attack):
+    from deepgym_envs.sandbox import make_sandbox
+    from deepgym_envs.testrun import run_pytest
+    from deepgym_envs.trees import pristine_tree
+
+    find = ("import sys\nmod = next(m for m in list(sys.modules.values())\n"
+            "           if (getattr(m, '__file__', None) or '').endswith('test_given_swap.py'))\n")
+    with make_sandbox(pristine_tree(toy_task), "namespace") as sb:
+        sb.write_file("tests/test_given_swap.py", GIVEN_TESTS.encode())
+        sb.write_file("tests/given_attack.py", (find + GIVEN_ATTACKS[attack]).encode())
+        report, res = run_pytest(sb, ["-q", "tests/test_given_swap.py"], 120)
+    # The stand-in ran and passed (the attack took effect), and the check named it.
+    assert report and report["tests"].get("tests/test_given_swap.py::test_fails") == "passed", res.output[-3000:]
+    assert any("test_given_swap.py::test_fails differs from its test file" in t for t in report["tampered"]), \
+        (report, res.output[-3000:])

@@ -32,6 +32,7 @@ this is a wall against an adaptive attacker; it closes the generic tricks, and t
 rest with canary tests only it knows (see ``deepgym_envs.canaries``).
 """
 
+import dis
 import hashlib
 import json
 import os
@@ -301,6 +302,59 @@ def _layout(tree, path, workspace):
     return decorated, bases, imports
 
 
+#: What a function that only passes its arguments on may do (across Python 3.8 to 3.14): load
+#: them, its one free variable and constants, build the call's argument containers, call, return.
+_FORWARD_OPS = ("RESUME", "COPY_FREE_VARS", "NOP", "CACHE", "EXTENDED_ARG", "PUSH_NULL", "LOAD_DEREF",
+                "LOAD_FAST", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW",
+                "LOAD_CONST", "LOAD_SMALL_INT", "KW_NAMES", "BUILD_TUPLE", "BUILD_LIST", "LIST_EXTEND",
+                "LIST_TO_TUPLE", "CALL_INTRINSIC_1", "BUILD_MAP", "BUILD_CONST_KEY_MAP", "DICT_MERGE",
+                "DICT_UPDATE", "PRECALL", "CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW",
+                "CALL_FUNCTION_EX", "RETURN_VALUE")
+_CALL_OPS = ("CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX")
+
+
+def _make_forwarded():
+    """``forwarded(fn)``: what ``fn`` calls, where all ``fn`` does is call its one free variable
+    with its own arguments and return the result (hypothesis's ``@given`` puts such a function,
+    generated, claiming the test's file and line, in front of its wrapper); None otherwise.
+    Read from the bytecode with opcode numbers bound now, so what it decides rests on no code of
+    the repository; the callee is then checked as any wrapper is."""
+    code_type, plain = types.CodeType, (str, int, type(None))
+    allowed = {dis.opmap[name] for name in _FORWARD_OPS if name in dis.opmap}
+    calls = {dis.opmap[name] for name in _CALL_OPS if name in dis.opmap}
+    deref, ret = dis.opmap["LOAD_DEREF"], dis.opmap["RETURN_VALUE"]
+    loads = {dis.opmap[name] for name in _FORWARD_OPS if name.startswith("LOAD_") and name in dis.opmap}
+    call_intrinsic = dis.opmap.get("CALL_INTRINSIC_1")
+    list_to_tuple = 6  # the one intrinsic allowed (3.12+): *args made a tuple
+
+    def forwarded(fn):
+        try:
+            code, closure = fn.__code__, fn.__closure__
+        except AttributeError:
+            return None
+        if (type(code) is not code_type or code.co_names or code.co_cellvars or len(code.co_freevars) != 1
+                or not closure or len(closure) != 1
+                or any(type(c) not in plain and not (type(c) is tuple and all(type(x) is str for x in c))
+                       for c in code.co_consts)):
+            return None
+        ops = code.co_code
+        pairs = [(ops[i], ops[i + 1]) for i in range(0, len(ops) - 1, 2)]
+        if any(op not in allowed or (op == call_intrinsic and arg != list_to_tuple) for op, arg in pairs):
+            return None
+        real = [op for op, _ in pairs if op in loads or op in calls or op == ret]
+        # The free variable is what is called: loaded first, one call, whose result is returned.
+        if not real or real[0] != deref or real.count(deref) != 1 or real[-1] != ret or real.count(ret) != 1:
+            return None
+        if sum(op in calls for op in real) != 1 or real[-2] not in calls:
+            return None
+        try:
+            return closure[0].cell_contents
+        except ValueError:
+            return None
+
+    return forwarded
+
+
 def _make_fingerprint():
     """A digest of what a code object does, whatever it says of where it comes from (file, line,
     name): what the test file compiled to at load and what a test runs are compared through it.
@@ -336,7 +390,7 @@ def _make_fingerprint():
 
 def _expected_bodies(realpath, fingerprint, workspace, rewritten=None):
     """Fingerprints of the functions of the test files on pytest's command line (and of the base
-    classes their test classes import from the workspace), read now, while they are exactly what
+    classes and test functions they import from the workspace), read now, while they are exactly what
     the host wrote and before any code of the repository has run.
 
     Returns frozensets: ``(path, qualname, digest)`` expected, ``(path, qualname)`` known,
@@ -411,6 +465,11 @@ def _expected_bodies(realpath, fingerprint, workspace, rewritten=None):
             where = find_class(path, name) if name not in files[path][2] else None
             if where is not None:
                 own.update({f"{name}.{m}": sources for m, sources in methods(*where).items()})
+            # And so is a test function (funcy imports a newer version of one it also defines).
+            source, source_name = files[path][3][name]
+            info = load(source)
+            if where is None and info is not None and source_name in info[0]:
+                own[name] = [*own.get(name, []), (source, source_name)]
         for qual, sources in own.items():
             known.add((path, qual))
             for source, source_qual in sources:
@@ -447,10 +506,12 @@ def make_plugin():
     bodies = {}  # nodeid -> [file, first line, trusted?] of the function its call phase ran
     cells = []  # (cell, content) of every closure reachable from the hooks, once they exist
     fingerprint = _make_fingerprint()
+    forwarded = _make_forwarded()
     rewritten = {}
     expected, known, wrapped, anywhere = _expected_bodies(realpath, fingerprint, workspace, rewritten)
     _reuse_rewrites(rewritten)
     type_, function_type, method_type, dict_type = type, types.FunctionType, types.MethodType, dict
+    object_getattribute = object.__getattribute__
     gettrace, getprofile, monitoring = sys.gettrace, sys.getprofile, getattr(sys, "monitoring", None)
 
     def tracers():
@@ -472,13 +533,58 @@ def make_plugin():
                 return True
             if (path, qual) not in wrapped:
                 return False
+            callee = forwarded(fn)
+            if callee is not None:
+                fn = callee
+                continue
             if digest not in anywhere and not trusted(fn, conftests()):
                 return False
             inner = getattr(fn, "__wrapped__", None)
             if inner is None:
-                return True  # a wrapper that does not say what it wraps, from the file or installed
+                # A wrapper that does not say what it wraps, from the file or installed: it must
+                # at least hold this test as written, not another test's or nothing at all.
+                return holds(fn, path, qual)
             fn = inner
         return False
+
+    def holds(fn, path, qual):
+        """Whether the test as written is what ``fn`` holds: in its closure's cells, a few steps
+        deep, or, as hypothesis's wrapper reads it at call time, as ``.hypothesis.inner_test`` of
+        the function in its closure that forwards to the wrapper itself (the generated function
+        in front of it). Attributes anywhere else are writable decoys and prove nothing."""
+        todo, seen = [(fn, 0)], set()
+        while todo and len(seen) < 200:
+            obj, depth = todo.pop()
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if type_(obj) is method_type:
+                obj = obj.__func__
+            if type_(obj) is not function_type:
+                continue
+            if depth and (path, qual, fingerprint(obj.__code__)) in expected:
+                return True
+            if depth == 1 and forwarded(obj) is fn and runs_handle(obj, path, qual):
+                return True
+            if depth < 3:
+                for cell in obj.__closure__ or ():
+                    try:
+                        todo.append((cell.cell_contents, depth + 1))
+                    except ValueError:  # an empty cell
+                        pass
+        return False
+
+    def runs_handle(shim, path, qual):
+        try:
+            attrs = object_getattribute(shim, "__dict__")
+            handle = attrs["hypothesis"] if type_(attrs) is dict_type and "hypothesis" in attrs else None
+            attrs = object_getattribute(handle, "__dict__")
+            inner = attrs["inner_test"] if type_(attrs) is dict_type and "inner_test" in attrs else None
+        except AttributeError:
+            return False
+        if type_(inner) is method_type:
+            inner = inner.__func__
+        return type_(inner) is function_type and (path, qual, fingerprint(inner.__code__)) in expected
 
     def conftests():
         return {realpath(m.__file__) for m in list(sys.modules.values()) if is_conftest(m)}
