@@ -410,3 +410,15 @@ def test_a_relative_import_of_a_test_inside_the_package_is_made_absolute():
     assert reproduction(text, "tests/test_url.py::TestURL::test_host") is None
     assert reproduction(text.replace("from .. import", "from ... import"),
                         "src/hyperlink/test/test_url.py::TestURL::test_host") is None
+
+
+def test_a_class_that_names_the_base_it_shadows_has_no_reproduction_and_no_recursion():
+    # pyflakes' test modules say `class TestCase(TestCase)` over an imported harness class: looking
+    # for an inherited test in "the mixin of the same name" recursed until Python gave up, and the
+    # whole package failed with an internal error.
+    from deepgym_envs.synth.repro import reproduction
+
+    text = ("from harness import TestCase\n\n\nclass TestCase(TestCase):\n    pass\n\n\n"
+            "class A(B):\n    pass\n\n\nclass B(A):\n    pass\n")
+    assert reproduction(text, "tests/test_x.py::TestCase::test_inherited") is None
+    assert reproduction(text, "tests/test_x.py::A::test_loop") is None

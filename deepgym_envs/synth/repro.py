@@ -250,7 +250,10 @@ def _cut(body: list[ast.stmt], line: int) -> list[ast.stmt]:
     return body
 
 
-def _function(tree: ast.Module, path: list[str]) -> tuple[ast.FunctionDef | None, ast.ClassDef | None]:
+def _function(tree: ast.Module, path: list[str], seen: frozenset[str] = frozenset()
+              ) -> tuple[ast.FunctionDef | None, ast.ClassDef | None]:
+    """The test function ``path`` names and its class; ``seen``: the mixins already looked in (a
+    class may name a base it shadows, pyflakes' ``class TestCase(TestCase)``)."""
     scope: list[ast.stmt] = tree.body
     cls = None
     for name in path[:-1]:
@@ -263,9 +266,9 @@ def _function(tree: ast.Module, path: list[str]) -> tuple[ast.FunctionDef | None
         # Inherited from a mixin defined in the same file.
         for base in cls.bases:
             mixin = next((n for n in tree.body if isinstance(n, ast.ClassDef) and isinstance(base, ast.Name)
-                          and n.name == base.id), None)
+                          and n.name == base.id and n.name not in seen | {cls.name}), None)
             if mixin is not None:
-                found, _ = _function(tree, [mixin.name, path[-1]])
+                found, _ = _function(tree, [mixin.name, path[-1]], seen | {cls.name})
                 if found is not None:
                     return found, mixin
     return fn, cls
