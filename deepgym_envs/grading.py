@@ -45,7 +45,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from deepgym_envs import canaries as canary_tests
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, TaskFormatError, ToolError
@@ -63,6 +63,8 @@ Status = Literal["resolved", "unresolved", "no_verdict"]
 TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "missing"]
 
 TEST_DIR_NAMES = frozenset({"tests", "test", "testing", "_testing", "testutils"})
+#: A project's one test module (jsonpatch's and jsonpointer's ``tests.py``, pygtrie's ``test.py``).
+_TEST_MODULES = frozenset({"tests.py", "test.py"})
 #: Modules named as test machinery (a package's assertion helpers, its test runner): a change that
 #: hollowed ``assert_close`` in ``calc/testing.py`` passed every test calling it.
 TEST_SUPPORT_FILES = frozenset({"testing.py", "_testing.py", "testutils.py", "_testutils.py", "pytest.py",
@@ -125,7 +127,8 @@ def is_test_path(path: str) -> bool:
     parts = path.split("/")
     name = parts[-1]
     return (any(p in TEST_DIR_NAMES for p in parts[:-1]) or name in TEST_DIR_NAMES or name in TEST_SUPPORT_FILES
-            or (name.startswith("test_") and name.endswith(".py")) or name.endswith("_test.py"))
+            or name in _TEST_MODULES or (name.startswith("test_") and name.endswith(".py"))
+            or name.endswith("_test.py"))
 
 
 def is_protected(path: str, task: Task) -> bool:
@@ -493,7 +496,8 @@ def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: floa
         if report.get("forged"):
             tampered.append(f"{report['forged']} forged report line(s)")
         tampered += list(report.get("tampered") or [])
-        tampered += foreign_bodies([*f2p, *p2p, *(c.nodeid for c in planted)], report.get("bodies") or {}, workdir)
+        tampered += foreign_bodies([*f2p, *p2p, *(c.nodeid for c in planted)], report.get("bodies") or {}, workdir,
+                                   task.hidden_test_files)
     reason = ""
     if tampered:
         reason = f"tampered: the test run was tampered with: {'; '.join(tampered[:5])}"
@@ -629,12 +633,14 @@ def counts_as_passing(outcome: str, fail_to_pass: bool, swebench: bool) -> bool:
     return outcome == "xfailed" or (outcome == "skipped" and not fail_to_pass)
 
 
-def foreign_bodies(ids: list[str], bodies: dict[str, list[Any]], workdir: str) -> list[str]:
+def foreign_bodies(ids: list[str], bodies: dict[str, list[Any]], workdir: str,
+                   hidden_test_files: Sequence[str] = ()) -> list[str]:
     """Graded tests whose call ran code from a file the change could edit, in place of a test's.
 
-    Test files and conftests are restored to pristine before grading, and installed code is out of
-    the change's reach; anything else (the package under test, /tmp, code with no file) running as
-    a test's body means the body was swapped (a test function hollowed out as its module loaded).
+    Test files (the hidden ones whatever their name) and conftests are restored to pristine
+    before grading, and installed code is out of the change's reach; anything else (the package
+    under test, /tmp, code with no file) running as a test's body means the body was swapped (a
+    test function hollowed out as its module loaded).
     """
     out = []
     for test_id in ids:
@@ -643,7 +649,8 @@ def foreign_bodies(ids: list[str], bodies: dict[str, list[Any]], workdir: str) -
             continue
         filename, _, installed = body
         rel = filename[len(workdir) + 1:] if filename.startswith(workdir.rstrip("/") + "/") else None
-        if rel is not None and is_test_path(rel) or posixpath.basename(filename) == "conftest.py" and rel:
+        if rel is not None and (is_test_path(rel) or rel in hidden_test_files) \
+                or posixpath.basename(filename) == "conftest.py" and rel:
             continue
         if rel is None and installed:
             continue

@@ -229,3 +229,21 @@ def test_canaries_go_into_a_run_that_leaves_out_only_marked_tests():
     for cmd in (["-m", "slow"], ["-m", "not slow or fast"], ["-m", "not slow", "-m", "slow"], ["-m"],
                 ["-m", "not slow", "-k", "x"]):
         assert not plants_canaries(cmd), cmd
+
+
+def test_a_projects_one_test_module_is_a_test_file_and_its_bodies_are_its_own():
+    # jsonpatch and jsonpointer keep every test in a root tests.py: each gold run read as
+    # "the body run for tests.py::... is code from tests.py", and no task passed validation.
+    from deepgym_envs.grading import foreign_bodies, is_test_path
+
+    assert is_test_path("tests.py") and is_test_path("test.py") and not is_test_path("src/contest.py")
+    bodies = {"tests.py::T::test_a": ["/testbed/tests.py", 10, False],
+              "check.py::test_b": ["/testbed/check.py", 3, False],
+              "check.py::test_c": ["/testbed/jsonpatch.py", 3, False]}
+    assert foreign_bodies(["tests.py::T::test_a"], bodies, "/testbed") == []
+    # A hidden test file is the grader's whatever its name; the package under test never is.
+    assert foreign_bodies(["check.py::test_b"], bodies, "/testbed", ["check.py"]) == []
+    assert foreign_bodies(["check.py::test_b"], bodies, "/testbed") == [
+        "the body run for check.py::test_b is code from check.py"]
+    assert foreign_bodies(["check.py::test_c"], bodies, "/testbed", ["check.py"]) == [
+        "the body run for check.py::test_c is code from jsonpatch.py"]
