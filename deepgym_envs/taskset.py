@@ -134,15 +134,17 @@ def write_split(split: Split, out: Path, tasks_root: Path | None = None) -> tupl
 
 
 def sample_per_repo(tasks: list[Task], per_repo: int, seed: int = 0) -> list[Task]:
-    """At most ``per_repo`` tasks of each repository, spread over the kinds of bug it has.
+    """At most ``per_repo`` tasks of each repository (0: all), spread over the kinds of bug it has.
 
     A synthesised task's kind is its ``synth.kind`` (``flip_comparison``, ``drop_statement``...);
     within a repository the kinds take turns (in a seeded order, each kind's tasks seeded-shuffled),
     so a sample of five holds five kinds where the repository has them, not five of its commonest.
     Deterministic for a seed, whatever the order ``tasks`` come in; the result keeps their order.
     """
-    if per_repo < 1:
-        raise DeepgymError(f"--per-repo must be at least 1, got {per_repo}")
+    if per_repo < 0:
+        raise DeepgymError(f"--per-repo must be at least 0 (0: every task), got {per_repo}")
+    if per_repo == 0:
+        return list(tasks)
     by_repo: dict[str, dict[str, list[Task]]] = {}
     for t in sorted(tasks, key=lambda t: t.instance_id):
         kind = str((t.extra.get("synth") or {}).get("kind", "")) if isinstance(t.extra.get("synth"), dict) else ""
@@ -160,6 +162,32 @@ def sample_per_repo(tasks: list[Task], per_repo: int, seed: int = 0) -> list[Tas
                     chosen.add(queue.pop().instance_id)
                     taken += 1
     return [t for t in tasks if t.instance_id in chosen]
+
+
+def flagged_tasks(path: Path) -> dict[str, str]:
+    """{task id: why} of the tasks a check's JSON report at ``path`` says to leave out of a set:
+    an audit report (``deepgym audit --out``: exploited, leaking, or no verdict) or a validation
+    report (``deepgym tasks validate --json``: invalid)."""
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DeepgymError(f"{path}: not a readable JSON report ({exc})") from None
+    out: dict[str, str] = {}
+    if isinstance(report, dict) and isinstance(report.get("attempts"), list) and "leaks" in report:
+        for a in report["attempts"]:
+            if a.get("exploited"):
+                out.setdefault(a["task_id"], f"exploited by {a.get('strategy')}")
+            elif a.get("status") == "no_verdict":
+                out.setdefault(a["task_id"], f"no verdict under {a.get('strategy')}")
+        for leak in report["leaks"]:
+            if "task_id" in leak:
+                out.setdefault(leak["task_id"], f"leaks its {leak.get('kind')} at {leak.get('location')}")
+        return out
+    if isinstance(report, dict) and isinstance(report.get("tasks"), list) and "invalid" in report:
+        return {r["task_id"]: "invalid: " + "; ".join(r.get("problems") or []) for r in report["tasks"]
+                if not r.get("valid")}
+    raise DeepgymError(f"{path}: neither an audit report (deepgym audit --out) nor a validation report "
+                       "(deepgym tasks validate --json)")
 
 
 def write_tasks(tasks: list[Task], out: Path) -> list[Path]:

@@ -80,8 +80,9 @@ def test_a_sample_takes_at_most_n_per_repo_spread_over_kinds_and_is_seeded():
     again = sample_per_repo(list(reversed(tasks)), 4, seed=3)
     assert {t.instance_id for t in again} == {t.instance_id for t in chosen}
     assert len({frozenset(t.instance_id for t in sample_per_repo(tasks, 4, seed=s)) for s in range(8)}) > 1
+    assert sample_per_repo(tasks, 0) == tasks
     with pytest.raises(DeepgymError, match="per-repo"):
-        sample_per_repo(tasks, 0)
+        sample_per_repo(tasks, -1)
 
 
 def test_cli_sample_writes_a_loadable_set_with_its_repositories(tmp_path, capsys):
@@ -195,3 +196,27 @@ def test_the_sandbox_runs_a_tasks_environment_read_only_and_first_on_path(tmp_pa
         assert result.stdout.split() == [str(prefix.resolve()), "/testbed/src/calc/__init__.py", "environment"]
         denied = sb.exec(["touch", f"{prefix.resolve()}/bin/planted"])
         assert denied.exit_code != 0 and not (prefix / "bin" / "planted").exists()
+
+
+def test_cli_sample_leaves_out_what_an_audit_or_a_validation_flags(tmp_path, capsys):
+    from deepgym_envs.cli import main
+
+    ids = [t.instance_id for t in load_tasks("builtin")]
+    audit = {"summary": {}, "meta": {}, "leaks": [{"task_id": ids[0], "kind": "gold", "location": "/tmp/x"}],
+             "attempts": [{"task_id": ids[1], "strategy": "empty_patch", "exploited": True, "status": "resolved"},
+                          {"task_id": ids[2], "strategy": "empty_patch", "exploited": False, "status": "no_verdict"},
+                          {"task_id": ids[3], "strategy": "empty_patch", "exploited": False, "status": "unresolved"}]}
+    validation = {"taskset": "builtin", "valid": 1, "invalid": 1,
+                  "tasks": [{"task_id": ids[4], "valid": False, "problems": ["gold patch does not resolve"]},
+                            {"task_id": ids[3], "valid": True, "problems": []}]}
+    (tmp_path / "audit.json").write_text(json.dumps(audit))
+    (tmp_path / "valid.json").write_text(json.dumps(validation))
+    assert main(["tasks", "sample", "builtin", "--per-repo", "0", "--drop", str(tmp_path / "audit.json"),
+                 "--drop", str(tmp_path / "valid.json"), "--out", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(ids) - 4} of {len(ids)} tasks" in out and "4 left out" in out
+    assert f"left out {ids[0]}: leaks its gold at /tmp/x" in out and "gold patch does not resolve" in out
+    assert {t.instance_id for t in load_tasks(tmp_path / "s")} == set(ids) - set(ids[:3]) - {ids[4]}
+    (tmp_path / "other.json").write_text("{}")
+    assert main(["tasks", "sample", "builtin", "--per-repo", "0", "--drop", str(tmp_path / "other.json"),
+                 "--out", str(tmp_path / "t")]) != 0

@@ -4,7 +4,7 @@
     deepgym tasks synth --from-list packages.txt --out DIR [--jobs N] [--json]   # resumable
     deepgym tasks stats TASKSET [--json]
     deepgym tasks split TASKSET --by repo --eval-frac 0.2 [--seed 0] --out DIR
-    deepgym tasks sample TASKSET --per-repo N [--seed 0] --out DIR
+    deepgym tasks sample TASKSET --per-repo N [--seed 0] [--drop REPORT] --out DIR
 """
 
 from __future__ import annotations
@@ -141,14 +141,24 @@ def _split(args: argparse.Namespace) -> int:
 
 def _sample(args: argparse.Namespace) -> int:
     from deepgym_envs.tasks import load_tasks
-    from deepgym_envs.taskset import repo_of, sample_per_repo, write_tasks
+    from deepgym_envs.taskset import flagged_tasks, repo_of, sample_per_repo, write_tasks
 
     tasks = load_tasks(args.taskset)
-    chosen = sample_per_repo(tasks, args.per_repo, seed=args.seed)
+    dropped: dict[str, str] = {}
+    for report in args.drop:
+        dropped.update({k: v for k, v in flagged_tasks(Path(report)).items() if k not in dropped})
+    kept = [t for t in tasks if t.instance_id not in dropped]
+    chosen = sample_per_repo(kept, args.per_repo, seed=args.seed)
     files = write_tasks(chosen, Path(args.out))
     repos = len({repo_of(t) for t in chosen})
-    console().print(f"{len(chosen)} of {len(tasks)} tasks ({repos} repositories, at most {args.per_repo} each) "
+    each = f"at most {args.per_repo} each" if args.per_repo else "all of each"
+    gone = len(tasks) - len(kept)
+    console().print(f"{len(chosen)} of {len(tasks)} tasks ({repos} repositories, {each}"
+                    f"{f'; {gone} left out as the reports flag them' if gone else ''}) "
                     f"-> {len(files)} files in {escape(args.out)}", soft_wrap=True)
+    for task_id, why in sorted(dropped.items()):
+        if any(t.instance_id == task_id for t in tasks):
+            console().print(f"  left out {escape(task_id)}: {escape(why)}", soft_wrap=True)
     return 0
 
 
@@ -199,8 +209,12 @@ def add_taskset_parsers(tasks: argparse._SubParsersAction) -> None:
 
     p = tasks.add_parser("sample", help="at most N tasks of each repository, spread over its kinds of bug")
     p.add_argument("taskset")
-    p.add_argument("--per-repo", type=int, required=True, metavar="N")
+    p.add_argument("--per-repo", type=int, required=True, metavar="N", help="0: every task")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--drop", action="append", default=[], metavar="REPORT",
+                   help="leave out the tasks this report flags: an audit's (deepgym audit --out: exploited, "
+                        "leaking, no verdict) or a validation's (deepgym tasks validate --json: invalid); "
+                        "repeatable")
     p.add_argument("--out", required=True, help="a folder: the rows, one file per source file, and the "
                    "repositories they name")
     p.set_defaults(func=_sample)
