@@ -139,6 +139,24 @@ def test_a_test_folder_of_files_pytest_skips_is_named_in_the_reason(tmp_path):
         read_layout(tmp_path)
 
 
+def test_test_modules_pytest_collects_only_when_named_are_named(tmp_path):
+    # voluptuous 0.14.2 keeps its tests in voluptuous/tests/tests.py, pytimeparse 1.1.8 in
+    # pytimeparse/tests/testtimeparse.py: both were "no tests shipped", though pytest runs a file
+    # it is pointed at whatever its name.
+    from deepgym_envs.synth.project import read_layout
+
+    (tmp_path / "pkg" / "tests").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "pkg" / "tests" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "tests" / "tests.py").write_text("from pkg import f\n\n\ndef test_f():\n    assert f() == 1\n")
+    (tmp_path / "pkg" / "tests" / "testpkg.py").write_text(
+        "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_f(self):\n        pass\n")
+    (tmp_path / "pkg" / "tests" / "testdata.py").write_text("VALUES = [1, 2]\n")
+    layout = read_layout(tmp_path)
+    assert layout.test_targets == ("pkg/tests/testpkg.py", "pkg/tests/tests.py")
+    assert layout.modules == ("pkg/__init__.py",)
+
+
 def test_a_root_test_py_is_a_test_suite(tmp_path):
     # pygtrie ships its suite as test.py at the root and was told "no tests shipped".
     from deepgym_envs.synth.project import read_layout

@@ -83,11 +83,32 @@ def _test_targets(root: Path) -> list[str]:
                 path = os.path.normpath(os.path.join(rel, d))
                 if any(_is_test_file(f) for _, _, fs in os.walk(os.path.join(dirpath, d)) for f in fs):
                     targets.append(path)
+                else:  # files pytest collects only when named: voluptuous' tests/tests.py
+                    targets += _named_test_modules(root, os.path.join(dirpath, d))
                 dirs.remove(d)  # one target covers everything below it
         if rel == ".":
             # pygtrie ships its suite as test.py at the root.
             targets += sorted(f for f in files if _is_test_file(f) or f in _ROOT_TEST_FILES)
     return targets
+
+
+def _named_test_modules(root: Path, folder: str) -> list[str]:
+    """Modules of a test folder that pytest's default patterns miss but that hold tests
+    (voluptuous' ``tests/tests.py``, pytimeparse's ``tests/testtimeparse.py``): pytest collects a
+    file it is pointed at whatever its name."""
+    found = []
+    for dirpath, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".py") and (name.startswith("test") or name.endswith("tests.py")):
+                path = os.path.join(dirpath, name)
+                try:
+                    text = Path(path).read_text(encoding="utf-8", errors="replace")[:_META_BYTES]
+                except OSError:
+                    continue
+                if re.search(r"^\s*def test|^class \w*Test|TestCase\)", text, re.M):
+                    found.append(os.path.relpath(path, root))
+    return found
 
 
 def _why_no_tests(root: Path) -> str:
