@@ -320,6 +320,7 @@ def _make_forwarded():
     Read from the bytecode with opcode numbers bound now, so what it decides rests on no code of
     the repository; the callee is then checked as any wrapper is."""
     code_type, plain = types.CodeType, (str, int, type(None))
+    type_, len_, any_, all_, sum_, range_ = type, len, any, all, sum, range  # bound before any repository code
     allowed = {dis.opmap[name] for name in _FORWARD_OPS if name in dis.opmap}
     calls = {dis.opmap[name] for name in _CALL_OPS if name in dis.opmap}
     deref, ret = dis.opmap["LOAD_DEREF"], dis.opmap["RETURN_VALUE"]
@@ -332,20 +333,20 @@ def _make_forwarded():
             code, closure = fn.__code__, fn.__closure__
         except AttributeError:
             return None
-        if (type(code) is not code_type or code.co_names or code.co_cellvars or len(code.co_freevars) != 1
-                or not closure or len(closure) != 1
-                or any(type(c) not in plain and not (type(c) is tuple and all(type(x) is str for x in c))
-                       for c in code.co_consts)):
+        if (type_(code) is not code_type or code.co_names or code.co_cellvars or len_(code.co_freevars) != 1
+                or type_(closure) is not tuple or len_(closure) != 1
+                or any_(type_(c) not in plain and not (type_(c) is tuple and all_(type_(x) is str for x in c))
+                        for c in code.co_consts)):
             return None
         ops = code.co_code
-        pairs = [(ops[i], ops[i + 1]) for i in range(0, len(ops) - 1, 2)]
-        if any(op not in allowed or (op == call_intrinsic and arg != list_to_tuple) for op, arg in pairs):
+        pairs = [(ops[i], ops[i + 1]) for i in range_(0, len_(ops) - 1, 2)]
+        if any_(op not in allowed or (op == call_intrinsic and arg != list_to_tuple) for op, arg in pairs):
             return None
         real = [op for op, _ in pairs if op in loads or op in calls or op == ret]
         # The free variable is what is called: loaded first, one call, whose result is returned.
         if not real or real[0] != deref or real.count(deref) != 1 or real[-1] != ret or real.count(ret) != 1:
             return None
-        if sum(op in calls for op in real) != 1 or real[-2] not in calls:
+        if sum_(op in calls for op in real) != 1 or real[-2] not in calls:
             return None
         try:
             return closure[0].cell_contents
