@@ -8,6 +8,8 @@ must come out ``unresolved``, and where the attack is visible, ``tampered``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from deepgym_envs import grade
@@ -546,3 +548,24 @@ def test_a_given_test_swapped_or_hollowed_is_still_tampering(toy_task, attack):
     assert report and report["tests"].get("tests/test_given_swap.py::test_fails") == "passed", res.output[-3000:]
     assert any("test_given_swap.py::test_fails differs from its test file" in t for t in report["tampered"]), \
         (report, res.output[-3000:])
+
+
+@pytest.mark.parametrize("version", ["3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"])
+def test_the_forwarder_check_reads_every_pythons_bytecode(version):
+    """hypothesis's generated function compiles to other opcodes on each Python (3.8 builds
+    ``*args`` with BUILD_TUPLE_UNPACK_WITH_CALL, 3.11 adds PRECALL, 3.13 CALL_KW): what only
+    forwards is recognised on each, and what calls an argument, calls twice, reads a global or an
+    attribute, or drops the result is not. Skipped for a Python this machine lacks."""
+    import subprocess
+
+    from deepgym_envs.pyenv import _installed_python
+
+    python = _installed_python(version)
+    if python is None:
+        pytest.skip(f"no python{version} here")
+    import deepgym_envs.testrun
+
+    plugin = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_report.py"  # the installed one
+    cases = Path(__file__).resolve().parents[1] / "data/forwarder_cases.py"
+    out = subprocess.run([python, "-I", str(cases), str(plugin)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split()[1:] == ["True", "[]"], out.stdout + out.stderr

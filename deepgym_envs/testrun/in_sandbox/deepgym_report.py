@@ -302,14 +302,14 @@ def _layout(tree, path, workspace):
     return decorated, bases, imports
 
 
-#: What a function that only passes its arguments on may do (across Python 3.8 to 3.14): load
+#: What a function that only passes its arguments on may do (across Python 3.6 to 3.14): load
 #: them, its one free variable and constants, build the call's argument containers, call, return.
 _FORWARD_OPS = ("RESUME", "COPY_FREE_VARS", "NOP", "CACHE", "EXTENDED_ARG", "PUSH_NULL", "LOAD_DEREF",
                 "LOAD_FAST", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW",
                 "LOAD_CONST", "LOAD_SMALL_INT", "KW_NAMES", "BUILD_TUPLE", "BUILD_LIST", "LIST_EXTEND",
                 "LIST_TO_TUPLE", "CALL_INTRINSIC_1", "BUILD_MAP", "BUILD_CONST_KEY_MAP", "DICT_MERGE",
-                "DICT_UPDATE", "PRECALL", "CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW",
-                "CALL_FUNCTION_EX", "RETURN_VALUE")
+                "DICT_UPDATE", "BUILD_TUPLE_UNPACK_WITH_CALL", "BUILD_MAP_UNPACK_WITH_CALL", "PRECALL", "CALL",
+                "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX", "RETURN_VALUE")
 _CALL_OPS = ("CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX")
 
 
