@@ -422,3 +422,24 @@ def test_a_class_that_names_the_base_it_shadows_has_no_reproduction_and_no_recur
             "class A(B):\n    pass\n\n\nclass B(A):\n    pass\n")
     assert reproduction(text, "tests/test_x.py::TestCase::test_inherited") is None
     assert reproduction(text, "tests/test_x.py::A::test_loop") is None
+
+
+def test_parameter_names_given_as_a_list_or_by_keyword_are_parameters_too():
+    # prettytable writes `@pytest.mark.parametrize(["rows", "hrule", "expected_result"], [...])`:
+    # 32 of its kept bugs had "no standalone reproduction" for that spelling alone.
+    text = textwrap.dedent("""\
+        import pytest
+        from lib import parse
+
+        @pytest.mark.parametrize(["s", "expected"], [("x", 1), ("y", 2)])
+        def test_list(s, expected):
+            assert parse(s) == expected
+
+        @pytest.mark.parametrize(argnames="s", argvalues=["x", "y"])
+        def test_keywords(s):
+            assert parse(s) > 0
+        """)
+    assert reproduction(text, "t.py::test_list[y-2]", line=6) == (
+        "from lib import parse\ns, expected = ('y', 2)\nresult = parse(s)\nprint(repr(result))\nassert result == expected\n")
+    assert reproduction(text, "t.py::test_keywords[x]", line=10) == (
+        "from lib import parse\ns = 'x'\nassert parse(s) > 0\n")

@@ -284,15 +284,30 @@ def _parametrize(fn: ast.FunctionDef) -> list[tuple[ast.expr, ast.expr]] | None:
             if "fixture" in text or "usefixtures" in text:
                 return None
             continue  # skip, xfail-free marks and the like change nothing a script does
-        if len(dec.args) < 2 or not isinstance(dec.args[0], ast.Constant) or not isinstance(dec.args[0].value, str):
+        given = {k.arg: k.value for k in dec.keywords if k.arg in ("argnames", "argvalues")}
+        argnames, argvalues = (*dec.args, None, None)[:2]
+        argnames, argvalues = given.get("argnames", argnames), given.get("argvalues", argvalues)
+        names = _argnames(argnames)
+        if names is None or argvalues is None:
             return None
-        if any("pytest.param" in ast.unparse(v) for v in ast.walk(dec.args[1]) if isinstance(v, ast.Call)):
+        if any("pytest.param" in ast.unparse(v) for v in ast.walk(argvalues) if isinstance(v, ast.Call)):
             return None
-        names = [n.strip() for n in dec.args[0].value.split(",") if n.strip()]
         target: ast.expr = (ast.Name(names[0], ast.Store()) if len(names) == 1 else
                             ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store()))
-        loops.append((target, dec.args[1]))
+        loops.append((target, argvalues))
     return loops
+
+
+def _argnames(node: ast.expr | None) -> list[str] | None:
+    """The names ``parametrize`` takes: ``"a, b"`` or ``["a", "b"]`` (prettytable's spelling)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        names = [n.strip() for n in node.value.split(",") if n.strip()]
+    elif isinstance(node, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                          for e in node.elts):
+        names = [e.value.strip() for e in node.elts]
+    else:
+        return None
+    return names if names and all(n.isidentifier() for n in names) else None
 
 
 def _names_in(node: ast.AST) -> set[str]:
