@@ -443,3 +443,44 @@ def test_parameter_names_given_as_a_list_or_by_keyword_are_parameters_too():
         "from lib import parse\ns, expected = ('y', 2)\nresult = parse(s)\nprint(repr(result))\nassert result == expected\n")
     assert reproduction(text, "t.py::test_keywords[x]", line=10) == (
         "from lib import parse\ns = 'x'\nassert parse(s) > 0\n")
+
+
+def test_fixtures_that_return_a_value_become_assignments():
+    # itsdangerous' class fixtures `value` and `serializer` (36 kept bugs with no reproduction),
+    # click's module-level `runner`: one `return EXPR` each, taking other fixtures at most.
+    text = textwrap.dedent("""\
+        import pytest
+        from lib import Codec, make
+
+        @pytest.fixture
+        def codec():
+            return Codec(key="k")
+
+        class TestCodec:
+            @pytest.fixture()
+            def value(self):
+                return {"id": 42}
+
+            @pytest.fixture
+            def packed(self, codec, value):
+                '''The value, encoded.'''
+                return codec.dumps(value)
+
+            def test_round_trip(self, codec, value, packed):
+                assert codec.loads(packed) == value
+
+            def test_tmp(self, tmp_path):
+                assert make(tmp_path)
+
+            @pytest.fixture(params=[1, 2])
+            def level(self, request):
+                return request.param
+
+            def test_level(self, codec, level):
+                assert codec.level(level) == level
+        """)
+    assert reproduction(text, "t.py::TestCodec::test_round_trip", line=19) == (
+        "from lib import Codec\ncodec = Codec(key='k')\nvalue = {'id': 42}\npacked = codec.dumps(value)\n"
+        "result = codec.loads(packed)\nprint(repr(result))\nassert result == value\n")
+    assert reproduction(text, "t.py::TestCodec::test_tmp", line=22) is None
+    assert reproduction(text, "t.py::TestCodec::test_level[1]", line=29) is None

@@ -61,8 +61,9 @@ def reproduction(file_text: str, test_id: str, line: int | None = None) -> str |
     if len(loops) == 1 and param_id:
         loops = _narrow(tree, loops[0], param_id)
     params = [a.arg for a in fn.args.args if a.arg not in ("self", "cls")]
-    if set(params) - {n for target, _ in loops for n in _names_in(target)}:
-        return None  # pytest fixtures: nothing a script could provide
+    fixtures = _fixtures(tree, cls, [p for p in params if p not in {n for t, _ in loops for n in _names_in(t)}])
+    if fixtures is None:
+        return None  # a fixture a script cannot stand in for (pytest's own, one that takes `request`...)
     body = list(fn.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]
@@ -70,6 +71,7 @@ def reproduction(file_text: str, test_id: str, line: int | None = None) -> str |
         body = _cut(body, line)
     if not body:
         return None
+    body = fixtures + body
     setup = _used_setup(setup, body)
     body = [_Asserts().visit(s) for s in [*setup, *body]]
     if setup:
@@ -310,6 +312,44 @@ def _argnames(node: ast.expr | None) -> list[str] | None:
     return names if names and all(n.isidentifier() for n in names) else None
 
 
+def _is_fixture(node: ast.stmt) -> bool:
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        ast.unparse(d.func if isinstance(d, ast.Call) else d).endswith("fixture") for d in node.decorator_list)
+
+
+def _fixtures(tree: ast.Module, cls: ast.ClassDef | None, names: list[str]) -> list[ast.stmt] | None:
+    """``name = EXPR`` for each fixture ``names`` asks for, the fixtures they take first: those of
+    the test's class or module whose body is one ``return EXPR`` (or ``yield EXPR``) and whose
+    decorator has no arguments (itsdangerous' ``def value(self): return {"id": 42}``). None where
+    one is anything else: pytest's own (``tmp_path``), parametrised, or reading ``request``."""
+    scopes = [*(cls.body if cls is not None else []), *tree.body]
+    out: list[ast.stmt] = []
+    done: set[str] = set()
+
+    def add(name: str, depth: int) -> bool:
+        if name in done:
+            return True
+        fixture = next((n for n in scopes if _is_fixture(n) and n.name == name), None)
+        if fixture is None or depth > 8 or any(isinstance(d, ast.Call) and (d.args or d.keywords)
+                                               for d in fixture.decorator_list):
+            return False
+        body = [st for st in fixture.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant)
+                                                  and isinstance(st.value.value, str))]
+        value = (body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else
+                 body[0].value.value if len(body) == 1 and isinstance(body[0], ast.Expr)
+                 and isinstance(body[0].value, ast.Yield) else None)
+        if value is None or {"self", "cls", "request"} & _names_in(value):
+            return False
+        takes = [a.arg for a in fixture.args.args if a.arg not in ("self", "cls")]
+        if not all(add(t, depth + 1) for t in takes):
+            return False
+        out.append(ast.Assign([ast.Name(name, ast.Store())], value, lineno=0))
+        done.add(name)
+        return True
+
+    return out if all(add(n, 0) for n in names) else None
+
+
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -432,8 +472,8 @@ def _needed(tree: ast.Module, body: list[ast.stmt], skip: set[int], package: lis
                 # function from `from funcy.funcs import *`).
                 names = wanted
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if stmt.name.startswith(("test", "Test")):
-                continue
+            if stmt.name.startswith(("test", "Test")) or _is_fixture(stmt):
+                continue  # a fixture the script needs is an assignment of its value
             names = {stmt.name}
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
