@@ -399,3 +399,36 @@ def test_a_spent_time_budget_leaves_the_remaining_candidates_untried_and_says_so
     assert "time budget" in report.reason
     rows = [json.loads(line) for line in (tmp_path / "out" / report.rejects_file).read_text().splitlines()]
     assert [r["reason"] for r in rows] == [UNTRIED] * 4
+
+
+def test_a_project_that_reads_its_own_version_imports_from_the_working_copy(tmp_path):
+    # humanize 4.9.0 and semantic-version 2.10.0 call importlib.metadata.version() on themselves
+    # at import: every test module failed to import ("no test passes in the sandbox"), since the
+    # project is imported from the tree, never installed, and its egg-info is a build artefact.
+    import subprocess
+    import sys
+
+    from deepgym_envs.synth.fetch import Fetched, SourceSpec
+    from deepgym_envs.synth.project import Layout, add_metadata_stub
+
+    root = tmp_path / "semantic_version-2.10.0"
+    (root / "src" / "semantic_version").mkdir(parents=True)
+    (root / "src" / "semantic_version" / "__init__.py").write_text(
+        "from importlib.metadata import version\n__version__ = version('semantic_version')\n")
+    fetched = Fetched(SourceSpec.parse("pypi:semantic-version==2.10.0"), root, "semantic-version", "2.10.0",
+                      "0" * 64, "semantic_version-2.10.0.tar.gz")
+    layout = Layout(("src",), ("tests",), ("src/semantic_version/__init__.py",))
+    assert add_metadata_stub(fetched, layout) == root / "src" / "semantic_version-2.10.0.dist-info"
+    seen = subprocess.run([sys.executable, "-c", "import semantic_version; print(semantic_version.__version__)"],
+                          cwd=root / "src", capture_output=True, text=True)
+    assert seen.stdout.strip() == "2.10.0", seen.stderr
+    assert add_metadata_stub(fetched, layout) is None  # never over a name that exists
+    # A link the sdist planted under that name is not written through.
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    planted = tmp_path / "planted"
+    (planted / "src").mkdir(parents=True)
+    (planted / "src" / "semantic_version-2.10.0.dist-info").symlink_to(other)
+    assert add_metadata_stub(Fetched(fetched.spec, planted, fetched.name, fetched.version, fetched.sha256,
+                                     fetched.origin), layout) is None
+    assert list(other.iterdir()) == []

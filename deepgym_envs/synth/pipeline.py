@@ -28,7 +28,7 @@ from deepgym_envs.openai_http import OpenAIChatClient
 from deepgym_envs.progress import console, progress_bar
 from deepgym_envs.synth.fetch import Fetched, SourceSpec, SynthError, fetch
 from deepgym_envs.synth.mutate import Meaning, Mutation, combine, find_mutations, sample
-from deepgym_envs.synth.project import Layout, build_env, read_layout
+from deepgym_envs.synth.project import Layout, add_metadata_stub, build_env, read_layout
 from deepgym_envs.synth.rewrite import rewrite_statement
 from deepgym_envs.synth.runner import TEST_CMD, SuiteRun, SuiteRunner
 from deepgym_envs.synth.drafts import Kept, make_drafts, mutation_fields, with_statements
@@ -160,6 +160,7 @@ def _synthesize(spec: SourceSpec, out: Path, config: SynthConfig, tmp: Path, rep
     layout = read_layout(fetched.root)
     _status(config, f"{report.source}: building the test environment")
     env = build_env(fetched, layout, use_host=config.use_host_python)
+    add_metadata_stub(fetched, layout)
     clean = pristine_tree(Task(instance_id=f"synth-clean-{fetched.name}-{fetched.version}", problem_statement="",
                                FAIL_TO_PASS=["-"], repo_path=str(fetched.root)))
     targets = list(layout.test_targets)

@@ -146,6 +146,34 @@ def _modules(root: Path, import_root: Path) -> list[str]:
     return out
 
 
+def add_metadata_stub(fetched: Fetched, layout: Layout) -> Path | None:
+    """Write ``NAME-VERSION.dist-info/METADATA`` (name and version only) at the import root, so a
+    project that reads its own version at import (``importlib.metadata.version("humanize")``)
+    imports from a working copy: it is never installed, and its sdist's egg-info is a build
+    artefact no tree keeps. Nothing is written through a link the sdist holds, nor over a name
+    that exists. Returns the folder, or None where none was written."""
+    root = os.path.realpath(fetched.root)
+    base = fetched.root / layout.pythonpath[0]
+    if base.is_symlink() or not _under(os.path.realpath(base), root) or not base.is_dir():
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+!-]*", fetched.version or "") \
+            or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", fetched.name or ""):
+        return None
+    folder = base / f"{re.sub(r'[-_.]+', '_', fetched.name).lower()}-{fetched.version}.dist-info"
+    try:
+        os.mkdir(folder, 0o755)
+        fd = os.open(folder / "METADATA", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except OSError:
+        return None
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"Metadata-Version: 2.1\nName: {fetched.name}\nVersion: {fetched.version}\n")
+    return folder
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def build_env(fetched: Fetched, layout: Layout, *, use_host: bool = False) -> PythonEnv:
     """Install the project's dependencies (test extras included) once; return the frozen environment.
 
