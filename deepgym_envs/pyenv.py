@@ -164,13 +164,22 @@ def _installed_python(version: str) -> str | None:
     candidates: list[str] = []
     home = Path.home()
     for root in (Path(os.environ.get("UV_PYTHON_INSTALL_DIR", home / ".local/share/uv/python")),):
-        candidates += [str(p / "bin" / name) for p in sorted(root.glob(f"cpython-{version}.*"), reverse=True)]
+        candidates += [str(p / "bin" / name) for p in sorted(_listed(root, f"cpython-{version}.*"), reverse=True)]
     pyenv_root = Path(os.environ.get("PYENV_ROOT", home / ".pyenv"))
-    candidates += [str(p / "bin" / name) for p in sorted((pyenv_root / "versions").glob(f"{version}.*"),
+    candidates += [str(p / "bin" / name) for p in sorted(_listed(pyenv_root / "versions", f"{version}.*"),
                                                          key=_version_sort_key, reverse=True)]
     dirs = ["/usr/local/bin", "/usr/bin", *os.environ.get("PATH", "").split(os.pathsep)]
     candidates += [os.path.join(d, name) for d in dirs if d and "shims" not in Path(d).parts]
     return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)
+
+
+def _listed(folder: Path, pattern: str) -> list[Path]:
+    """``folder.glob(pattern)``, or nothing where this user may not list it (another user's
+    ``PYENV_ROOT``, inherited through ``su``)."""
+    try:
+        return list(folder.glob(pattern))
+    except OSError:
+        return []
 
 
 def _uv_install(version: str) -> str:

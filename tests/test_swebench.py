@@ -295,3 +295,25 @@ def test_validate_table_counts_the_swebench_way(imported, capsys):
     [row] = json.loads(capsys.readouterr().out)["tasks"]
     assert row["valid"], row["problems"]
     assert row["P2P_pass_at_base"] == "4/4"  # an XFAIL and a skip among them
+
+
+def test_a_pyenv_root_this_user_may_not_list_is_skipped_not_an_error(tmp_path, monkeypatch):
+    # CI's ordinary user inherits PYENV_ROOT=/root/.pyenv through su: listing its versions raised
+    # PermissionError out of find_python instead of looking on PATH.
+    from pathlib import Path
+
+    from deepgym_envs.pyenv import _installed_python
+
+    locked = tmp_path / "pyenv"
+    (locked / "versions").mkdir(parents=True)
+    monkeypatch.setenv("PYENV_ROOT", str(locked))
+    real_glob = Path.glob
+
+    def glob(self, pattern):
+        if str(self).startswith(str(locked)):
+            raise PermissionError(13, "Permission denied", str(self))  # what a non-root user meets
+        return real_glob(self, pattern)
+
+    monkeypatch.setattr(Path, "glob", glob)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert _installed_python("3.99") is None
