@@ -28,7 +28,7 @@ def _committed_copy(dest: Path, name: str = "synth") -> Path:
     return dest / "tasks" / name
 
 
-@pytest.mark.parametrize("name, tasks_at_least, repos_at_least", [("synth", 50, 3), ("synth-curated", 140, 20)])
+@pytest.mark.parametrize("name, tasks_at_least, repos_at_least", [("synth", 50, 3), ("synth-curated", 220, 55)])
 def test_every_synthesised_repository_builds_task_trees_from_a_fresh_checkout(tmp_path, monkeypatch, name,
                                                                               tasks_at_least, repos_at_least):
     from deepgym_envs.trees import pristine_tree
