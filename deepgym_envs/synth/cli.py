@@ -156,8 +156,9 @@ def _sample(args: argparse.Namespace) -> int:
     console().print(f"{len(chosen)} of {len(tasks)} tasks ({repos} repositories, {each}"
                     f"{f'; {gone} left out as the reports flag them' if gone else ''}) "
                     f"-> {len(files)} files in {escape(args.out)}", soft_wrap=True)
+    present = {t.instance_id for t in tasks}
     for task_id, why in sorted(dropped.items()):
-        if any(t.instance_id == task_id for t in tasks):
+        if task_id in present:
             console().print(f"  left out {escape(task_id)}: {escape(why)}", soft_wrap=True)
     return 0
 

@@ -29,6 +29,7 @@ from deepgym_envs.pyenv import (PythonEnv, check_requirement, ensure_env, make_v
                                 pip_uninstall)
 from deepgym_envs.sandbox.base import open_regular
 from deepgym_envs.sandbox.build import BuildSandbox
+from deepgym_envs.sandbox.hidden import covered
 from deepgym_envs.sandbox.pipfetch import requirement_names
 from deepgym_envs.synth.fetch import Fetched, SynthError
 from deepgym_envs.untrusted_tree import remove_untrusted
@@ -102,11 +103,8 @@ def _named_test_modules(root: Path, folder: str) -> list[str]:
         for name in sorted(files):
             if name.endswith(".py") and (name.startswith("test") or name.endswith("tests.py")):
                 path = os.path.join(dirpath, name)
-                try:
-                    text = Path(path).read_text(encoding="utf-8", errors="replace")[:_META_BYTES]
-                except OSError:
-                    continue
-                if re.search(r"^\s*def test|^class \w*Test|TestCase\)", text, re.M):
+                text = _read_meta(Path(path))  # untrusted: no link followed, bounded
+                if text is not None and re.search(r"^\s*def test|^class \w*Test|TestCase\)", text, re.M):
                     found.append(os.path.relpath(path, root))
     return found
 
@@ -154,7 +152,7 @@ def add_metadata_stub(fetched: Fetched, layout: Layout) -> Path | None:
     that exists. Returns the folder, or None where none was written."""
     root = os.path.realpath(fetched.root)
     base = fetched.root / layout.pythonpath[0]
-    if base.is_symlink() or not _under(os.path.realpath(base), root) or not base.is_dir():
+    if base.is_symlink() or not covered(os.path.realpath(base), [root]) or not base.is_dir():
         return None
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+!-]*", fetched.version or "") \
             or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", fetched.name or ""):
@@ -168,10 +166,6 @@ def add_metadata_stub(fetched: Fetched, layout: Layout) -> Path | None:
     with os.fdopen(fd, "w") as fh:
         fh.write(f"Metadata-Version: 2.1\nName: {fetched.name}\nVersion: {fetched.version}\n")
     return folder
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def build_env(fetched: Fetched, layout: Layout, *, use_host: bool = False) -> PythonEnv:
