@@ -57,6 +57,10 @@ class Task:
     difficulty: str = ""
     flaky: list[str] = field(default_factory=list)
     """Test ids known to be flaky; excluded from rewards."""
+    trust: list[str] = field(default_factory=list)
+    """Capabilities the code under test keeps while it is graded, because the task's pristine tests
+    need them (the gold run says so): any of ``frames``, ``code``, ``gc``, ``trace``, ``ctypes``
+    (see ``testrun/in_sandbox/deepgym_lockdown.py``). Empty, the default, is the full seal."""
     harness: str = ""
     """How tests are chosen and counted: ``swebench`` (the official harness: the files of
     ``test_patch`` run, ``xfailed`` passes, skipped PASS_TO_PASS tests do not fail), ``deepgym``
@@ -96,8 +100,10 @@ class Task:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Task)} 
-_LIST_FIELDS = {"FAIL_TO_PASS", "PASS_TO_PASS", "test_cmd", "flaky"}
+_LIST_FIELDS = {"FAIL_TO_PASS", "PASS_TO_PASS", "test_cmd", "flaky", "trust"}
 _BOOL_FIELDS = {"gold_reverse_base"}
+#: What a task's ``trust`` may grant (the seal's capabilities, ``deepgym_lockdown.CAPABILITIES``).
+TRUST_CAPABILITIES = ("frames", "code", "gc", "trace", "ctypes")
 
 
 #: Files of a test patch SWE-bench's harness does not hand to the test runner.
@@ -197,6 +203,9 @@ def _coerce(key: str, value: Any, path: str, line: int | None) -> Any:
             value = []
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise TaskFormatError(path, line, key, "expected a list of strings")
+        unknown = sorted(set(value) - set(TRUST_CAPABILITIES)) if key == "trust" else []
+        if unknown:
+            raise TaskFormatError(path, line, key, f"unknown capabilities {unknown}; known: {list(TRUST_CAPABILITIES)}")
         return value
     if key == "python_env":
         try:

@@ -9,7 +9,7 @@ command's private report channel (``Sandbox.exec(..., report=True)``), which
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from deepgym_envs.sandbox import ExecResult, Sandbox
 from deepgym_envs.testrun.report import parse_report
@@ -28,15 +28,22 @@ def runner_argv(sb: Sandbox, args: list[str]) -> list[str]:
     return ["python", f"{sb.support_dir}/{RUNNER}", *args]
 
 
-def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = False
-               ) -> tuple[dict[str, Any] | None, ExecResult]:
+def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = False,
+               seal: Sequence[str] | None = None) -> tuple[dict[str, Any] | None, ExecResult]:
     """Run pytest through deepgym's runner; return (report or None, ExecResult).
+
+    ``seal``: grade sealed (``in_sandbox/deepgym_lockdown.py``): the test files named in ``args``
+    are read, compiled and blanked before the repository's code runs, which then gets no view of
+    the tests and no hold on the process; the sequence names the capabilities the task keeps
+    (its ``trust``). None: an ordinary run (the agent's own ``run_tests``).
 
     ``warm``: use the sandbox's warm test server where it can host one (same results, no
     interpreter start-up); any failure of the server itself falls back to a cold run.
     """
     pytest_args = ["-p", "no:cacheprovider", *args]
     env = dict(PYTEST_ENV)
+    if seal is not None:
+        env.update(DEEPGYM_SEAL="1", DEEPGYM_ALLOW=",".join(seal))
     runner = warm_runner(sb, env) if warm else None
     result = runner.run(pytest_args, timeout, env, sb.workdir) if runner is not None else None
     if result is None:

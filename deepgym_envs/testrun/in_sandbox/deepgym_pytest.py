@@ -42,30 +42,71 @@ def shipped_plugins(support, args):
             sys.modules[name] = module
 
 
+def sealed_files(args):
+    """The test files a sealed run names on its command line (real paths), or None for a run that
+    is not sealed (the agent's own ``run_tests``)."""
+    if os.environ.pop("DEEPGYM_SEAL", None) != "1":
+        return None
+    files = {a.partition("::")[0] for a in args if not a.startswith("-")}
+    return sorted({os.path.realpath(f) for f in files if f.endswith(".py") and os.path.isfile(f)})
+
+
+def _workspace_runner():
+    """Whether the test runner itself (pytest, pluggy) was loaded from the working directory: an
+    editable install of the repository under test, found through the installation's own path."""
+    cwd = os.path.realpath(os.getcwd())
+    for name in ("pytest", "_pytest", "pluggy"):
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(file, str) and (os.path.realpath(file) + os.sep).startswith(cwd + os.sep):
+            return True
+    return False
+
+
+def lock(support, files, compiled, holders):
+    """Seal this process (``deepgym_lockdown.py``) for the code under test: after the report plugin
+    has read the test files, before pytest imports anything of the repository."""
+    allow = [c for c in os.environ.pop("DEEPGYM_ALLOW", "").split(",") if c]
+    path = os.path.join(support, "deepgym_lockdown.py")
+    with open(path) as fh:
+        namespace = {"__name__": "deepgym_lockdown", "__file__": path}
+        exec(compile(fh.read(), path, "exec"), namespace)
+    namespace["seal"](os.path.realpath(os.getcwd()), support, files, compiled, allow, holders)
+
+
 def _main():
     support = sys.path[0]
     sys.path[:] = [p for p in sys.path if p != support]
     sys.dont_write_bytecode = True
+    sealed = sealed_files(sys.argv[1:])
     path = os.path.join(support, "deepgym_report.py")
     with open(path) as fh:
         code = compile(fh.read(), path, "exec")
     full = list(sys.path)
-    for search in (_installed(full), full):  # the full path only where pytest is the workspace's own
-        sys.path[:] = search
-        namespace = {"__name__": "deepgym_report", "__file__": path}
-        try:
-            exec(code, namespace)
-            break
-        except ImportError:
-            if search is full:
-                raise
-    plugin = namespace["make_plugin"]()
+    sys.path[:] = _installed(full)
+    namespace = {"__name__": "deepgym_report", "__file__": path}
+    try:
+        exec(code, namespace)
+    except ImportError:
+        # pytest (or pluggy) is not the interpreter's own: the repository's, where the project is
+        # pytest itself. Its tests would then run on the code under test's own runner.
+        sys.stderr.write("deepgym: pytest is not installed in this task's environment, only in the "
+                         "repository under test; deepgym does not run a project's tests with its own pytest\n")
+        return 4
+    if sealed is not None and _workspace_runner():
+        sys.stderr.write("deepgym: pytest or pluggy loads from the repository under test (its project is "
+                         "pytest itself); deepgym does not grade a project with its own test runner\n")
+        return 4
+    compiled = {}
+    plugin = namespace["make_plugin"](compiled)
 
     import pytest
 
     shipped_plugins(support, sys.argv[1:])  # after the report plugin, on the path it was loaded with
     sys.path[:] = full
+    if sealed is not None:
+        lock(support, sealed, compiled, [globals(), namespace])
     return pytest.main(sys.argv[1:], plugins=[plugin])
 
 
-sys.exit(_main())
+if __name__ == "__main__":
+    sys.exit(_main())

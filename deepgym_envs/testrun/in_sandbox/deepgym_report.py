@@ -484,8 +484,11 @@ class _Plugin:
     """The plugin object pytest registers (hashable: pytest keeps plugins in sets)."""
 
 
-def make_plugin():
-    """A fresh plugin object (hooks as closures) for one pytest session; writes the nonce line."""
+def make_plugin(rewritten=None):
+    """A fresh plugin object (hooks as closures) for one pytest session; writes the nonce line.
+
+    ``rewritten``: a dict to fill with the test files' assertion-rewritten compiles
+    (path -> (source, code)), for the seal to take (see ``deepgym_lockdown.py``)."""
     out, fd = _writer(os.environ.pop("DEEPGYM_REPORT_FD", None), os.environ.pop("DEEPGYM_REPORT_PATH", None))
     dumps, basename, realpath, join = json.dumps, os.path.basename, os.path.realpath, os.path.join
     nonce = os.urandom(16).hex()
@@ -508,7 +511,7 @@ def make_plugin():
     cells = []  # (cell, content) of every closure reachable from the hooks, once they exist
     fingerprint = _make_fingerprint()
     forwarded = _make_forwarded()
-    rewritten = {}
+    rewritten = {} if rewritten is None else rewritten
     expected, known, wrapped, anywhere = _expected_bodies(realpath, fingerprint, workspace, rewritten)
     _reuse_rewrites(rewritten)
     type_, function_type, method_type, dict_type = type, types.FunctionType, types.MethodType, dict

@@ -52,6 +52,10 @@ _ENV = dict(os.environ)
 _SAFE_TO_KILL_ALL = False  # set by main() once it has seen that this PID namespace is ours alone  # the environment the sandbox gave us: every run starts from it
 
 
+#: The cold runner's helpers this server shares (``sealed_files``, ``lock``), from its file.
+_RUNNER_NS = {}
+
+
 def _preload():
     """pytest, its built-in plugins and the stdlib they pull in; nothing from the repository."""
     import importlib
@@ -63,6 +67,9 @@ def _preload():
         importlib.import_module("_pytest." + name)
     with open(_PLUGIN) as fh:
         _PLUGIN_CODE.append(compile(fh.read(), _PLUGIN, "exec"))
+    with open(_RUNNER) as fh:
+        _RUNNER_NS.update(__name__="deepgym_runner", __file__=_RUNNER)
+        exec(compile(fh.read(), _RUNNER, "exec"), _RUNNER_NS)
     helpers = {"__name__": "deepgym_report_precompile", "__file__": _PLUGIN}
     exec(_PLUGIN_CODE[0], helpers)
     _PRE.append(helpers["_precompile"])
@@ -218,13 +225,20 @@ def _become_run(request):
         sys.modules["random"].seed()
     # Made here, not in the server: a fresh nonce and fresh state every run, from the code compiled
     # before anything of the repository ran, into a namespace that is in no sys.modules.
+    sealed = _RUNNER_NS["sealed_files"](request["args"])
     namespace = {"__name__": "deepgym_report", "__file__": _PLUGIN}
     exec(_PLUGIN_CODE[0], namespace)
     namespace["_PRECOMPILED"] = _PRECOMPILED
-    plugin = namespace["make_plugin"]()
+    compiled = {}
+    plugin = namespace["make_plugin"](compiled)
     import pytest
 
     _load_shipped(request["args"])
+    if sealed is not None:
+        # What this server compiled of earlier runs' test files (their sources among the keys) is
+        # this process's copy only: dropped before anything of the repository runs.
+        _forget_precompiled(namespace)
+        _RUNNER_NS["lock"](_SUPPORT, sealed, compiled, [globals(), namespace, _RUNNER_NS])
     try:
         code = pytest.main(request["args"], plugins=[plugin])
     except SystemExit as exc:
@@ -235,6 +249,13 @@ def _become_run(request):
         traceback.print_exc()
         code = 1
     _exit(code)
+
+
+def _forget_precompiled(namespace):
+    global _PRECOMPILED
+    _PRECOMPILED = {}
+    namespace["_PRECOMPILED"] = {}
+    del _PRE[:]
 
 
 def _load_shipped(args):

@@ -1,0 +1,450 @@
+"""The test process's seal: what the code under test may not see or hold while it is graded.
+
+Never imported: the runner (and the warm server's child) execute this file into a private namespace
+and call :func:`seal` after the report plugin has read the hidden test files and before pytest
+starts, so before any code of the repository runs. From then on:
+
+* **The hidden test files are gone from disk.** Their compiled code is kept where only the import of
+  the test module can reach it (the closure of an audit hook, which nothing references), and each
+  file is overwritten with as many empty lines: no process the project starts, and no read of the
+  file, ``linecache`` or ``__loader__.get_source`` in this one, finds the source. Their code objects
+  are refused too (``__code__`` of a function of a hidden test file).
+* **A PEP 578 audit hook refuses, to the code under test, what a forger needs and an honest project
+  does not**: frames of other code (``sys._getframe``, ``sys._current_frames``, ``tb_frame``,
+  ``gi_frame`` / ``cr_frame`` / ``ag_frame``, ``f_code``), code objects of the tests and of the harness,
+  forging where code claims to come from (``compile`` or ``code.replace`` naming a file that is not the
+  project's, ``marshal.loads`` of code outside the import of a source file), ``gc``'s walks of the heap,
+  trace and profile functions (``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``), new audit
+  hooks, ``ctypes`` / ``cffi`` and CPython's test modules (raw memory), and ``/proc/*/mem``. The
+  process is not dumpable, so nothing it starts can read its memory either.
+
+*Who asks* is read from the stack: from the frame that raised the event outwards, code of the
+interpreter's installation (the standard library, installed packages) acts for whoever called it and
+is skipped; the first frame that is not decides. The hidden tests' own code objects (known by
+identity: a file written at run time is none of them, whatever its name) and the harness's files
+decide "the tests"; anything else, the workspace (``conftest.py`` files included) and generated code,
+decides "the project". A few standard-library
+functions that take a frame only to turn it into text (logging's caller lookup, ``warnings``,
+``traceback``'s formatting, ``typing`` / ``enum`` / ``namedtuple`` reading the caller's module name)
+are allowed to whoever calls them. A refused frame request raises ``ValueError`` (what those
+functions already expect where frames are missing), a refused import ``ImportError``, anything else
+``PermissionError``; each refusal is written to the run's stderr, so a gold run shows what its
+tests needed. A task whose pristine tests need a capability gets exactly that one
+(``DEEPGYM_ALLOW``: ``frames``, ``code``, ``gc``, ``trace``, ``ctypes``), recorded in its trust tier.
+
+What it cannot take away is what the tests hand the project: arguments, and the operands of a
+comparison (an ``__eq__`` that agrees with anything). Canaries that are perturbed copies of the
+graded tests catch that (``deepgym_envs.canaries``).
+"""
+
+import os
+import sys
+
+CAPABILITIES = ("frames", "code", "gc", "trace", "ctypes")
+#: Imports that give raw memory (``ctypes``, ``cffi``) or CPython's internals (its test modules).
+_RAW_MODULES = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend", "_testcapi", "_testinternalcapi",
+                          "_testbuffer", "_testmultiphase", "_testsinglephase", "_testclinic",
+                          "_xxsubinterpreters", "_xxinterpchannels", "_interpreters"})
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_code", "gi_code", "cr_code",
+                          "ag_code"})
+_CTYPES_EVENTS = ("ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.cdata/buffer",
+                  "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.create_string_buffer",
+                  "ctypes.create_unicode_buffer", "ctypes.call_function")
+LIBRARY, PROJECT, TESTS = 0, 1, 2
+_PLACEHOLDER_LIMIT = 1 << 22
+
+
+class Refused(PermissionError):
+    """A capability the code under test does not get during grading."""
+
+
+class RefusedFrame(ValueError):
+    """A frame the code under test does not get (``ValueError``: what frame lookups raise)."""
+
+
+class RefusedImport(ImportError):
+    """A module the code under test does not get."""
+
+
+def _under(path, root):
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _library_roots(workspace, support):
+    """Directories whose files are the interpreter's installation: its prefixes and the entries of
+    ``sys.path`` that neither lie in the workspace nor hold it."""
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    roots.update(os.path.realpath(p) for p in sys.path if p and os.path.isabs(p))
+    return tuple(sorted(r for r in roots if r != "/" and not _under(r, workspace) and not _under(workspace, r)
+                        and not _under(r, support)))
+
+
+def _classifier(workspace, support, codes):
+    """``kind(code)``: TESTS for the hidden tests' own code objects (by identity: a file the project
+    writes at run time, whatever its name, is not one of them) and the harness's files; PROJECT for
+    the workspace, generated code and anything else nothing vouches for; LIBRARY for the
+    interpreter's installation. File names are classified once each."""
+    realpath, isabs = os.path.realpath, os.path.isabs
+    libraries = _library_roots(workspace, support)
+    own = {id(code): code for code in codes}
+    cache = {}
+
+    def judge(name):
+        if not isinstance(name, str) or not name:
+            return PROJECT
+        if name.startswith("<frozen "):
+            return LIBRARY
+        if not isabs(name):
+            return PROJECT  # "<string>", generated code, relative names: nothing vouches for them
+        path = realpath(name)
+        if _under(path, support):
+            return TESTS  # read-only in every sandbox, and no code may claim it (see on_compile)
+        if _under(path, workspace):
+            return PROJECT
+        return LIBRARY if any(_under(path, root) for root in libraries) else PROJECT
+
+    def by_name(name):
+        found = cache.get(name)
+        if found is None:
+            found = cache[name] = judge(name)
+        return found
+
+    def kind(code):
+        if own.get(id(code)) is code:
+            return TESTS
+        return by_name(code.co_filename)
+
+    return kind, by_name
+
+
+def _all_codes(codes):
+    """Every code object inside ``codes`` (functions, classes, lambdas, comprehensions)."""
+    found, todo = [], list(codes)
+    while todo:
+        code = todo.pop()
+        found.append(code)
+        todo.extend(c for c in code.co_consts if type(c) is type(code))
+    return found
+
+
+def _consumers():
+    """Code of the standard-library functions that read a frame (or a traceback's frames) only to
+    turn it into text or a module name, and hand no frame back."""
+    import collections
+    import enum
+    import logging
+    import traceback
+    import typing
+    import warnings
+
+    found = []
+    for owner, names in ((logging.Logger, ("findCaller",)), (logging.Formatter, ("formatException",)),
+                         (warnings, ("warn", "_next_external_frame")), (typing, ("_caller",)),
+                         (collections, ("namedtuple",)),
+                         (traceback, ("extract_stack", "format_stack", "print_stack", "format_exception",
+                                      "print_exception", "format_exc", "print_exc", "format_tb", "print_tb",
+                                      "extract_tb", "print_last"))):
+        for name in names:
+            fn = getattr(owner, name, None)
+            code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+            if code is not None:
+                found.append(code)
+    for attr in ("_create_", "_create_pseudo_member_"):
+        code = getattr(getattr(enum.EnumMeta, attr, None), "__code__", None)
+        if code is not None:
+            found.append(code)
+    return frozenset(found)
+
+
+def _read_sealed(paths, compiled):
+    """path -> (plain code, rewritten code or None) for each hidden test file; ``compiled`` holds
+    what the report plugin made of them (path -> (source, rewritten code))."""
+    store = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                source = fh.read()
+            plain = compile(source, path, "exec", dont_inherit=True)
+        except (OSError, SyntaxError, ValueError):
+            continue  # pytest reports it as a collection error, from what is on disk
+        entry = compiled.get(path)
+        store[path] = (plain, entry[1] if entry is not None and entry[0] == source else None, source.count(b"\n"))
+    compiled.clear()
+    return store
+
+
+#: What each line of a sealed file reads: a statement, so pytest's traceback formatting (which
+#: parses the file around a failing line) still works; its line numbers stay right.
+_PLACEHOLDER_LINE = b"pass  # sealed while graded\n"
+
+
+def _blank(store):
+    """Overwrite each sealed file with placeholder lines, as many as it had."""
+    for path in list(store):
+        text = _PLACEHOLDER_LINE * min(store[path][2] + 1, _PLACEHOLDER_LIMIT)
+        try:
+            with open(path, "r+b") as fh:
+                fh.truncate(0)
+                fh.write(text)
+        except OSError:
+            try:
+                os.unlink(path)
+                with open(path, "wb") as fh:
+                    fh.write(text)
+            except OSError:
+                os.write(2, f"deepgym: could not seal {path}\n".encode())
+
+
+def _purge_raw_modules(holders):
+    """Forget the raw-memory modules the harness itself used (``prctl`` goes through ctypes):
+    from ``sys.modules`` and from the namespaces that hold them, so the project cannot reach them."""
+    for name in [n for n in sys.modules if n.split(".")[0] in _RAW_MODULES]:
+        del sys.modules[name]
+    for namespace in holders:
+        for key in [k for k, v in namespace.items() if type(v) is type(sys) and v.__name__.split(".")[0] in _RAW_MODULES]:
+            del namespace[key]
+
+
+def _undumpable():
+    """Not dumpable: no other process (one the project starts) may open this one's memory."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
+def seal(workspace, support, test_files, compiled, allow=(), holders=()):
+    """Install the seal (see the module's docstring) in this process; nothing undoes it.
+
+    ``test_files``: the hidden test files (real paths); ``compiled``: the report plugin's assertion-
+    rewritten compiles of them (emptied here); ``allow``: capabilities the task's tests need;
+    ``holders``: namespaces of the harness that may hold a module to forget.
+    """
+    support = os.path.realpath(support)
+    store = _read_sealed(sorted(set(test_files)), compiled)
+    _undumpable()
+    kind, by_name = _classifier(workspace, support, _all_codes(
+        [c for entry in store.values() for c in entry[:2] if c is not None]))
+    consumers = _consumers()
+    _purge_raw_modules(holders)
+    state = _make_hook(kind, by_name, consumers, store, frozenset(allow))
+    import _pytest.assertion.rewrite as rewrite
+
+    _route_imports(rewrite, store, state)
+    _blank(store)
+    sys.addaudithook(state.pop("hook"))  # from here on it lives in the interpreter's list alone
+
+
+def _route_imports(rewrite, store, state):
+    """Imports of a sealed file take its code from the hook: pytest's assertion-rewriting loader,
+    and for files it does not rewrite, a finder ahead of the path's own."""
+    import importlib.machinery
+
+    own = rewrite.AssertionRewritingHook.exec_module
+    audit, exec_, realpath = sys.audit, exec, os.path.realpath
+    sealed = frozenset(store)
+    stems = frozenset(os.path.basename(p)[:-3] for p in sealed)
+
+    def take(module, rewritten):
+        box = []
+        audit("deepgym.sealed", realpath(module.__spec__.origin), rewritten, box)
+        if not box:
+            raise ImportError(f"deepgym: the sealed test module {module.__name__} was asked for by code under test")
+        exec_(box.pop(), module.__dict__)
+
+    def exec_module(self, module):
+        origin = getattr(getattr(module, "__spec__", None), "origin", None)
+        if isinstance(origin, str) and realpath(origin) in sealed:
+            return take(module, True)
+        return own(self, module)
+
+    class SealedLoader:
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            take(module, False)
+
+    class SealedFinder:
+        @staticmethod
+        def find_spec(fullname, path=None, target=None):
+            if fullname.rpartition(".")[2] not in stems:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if spec is not None and isinstance(spec.origin, str) and realpath(spec.origin) in sealed:
+                spec.loader = SealedLoader()
+                return spec
+            return None
+
+    rewrite.AssertionRewritingHook.exec_module = exec_module
+    sys.meta_path.insert(0, SealedFinder)
+    state["handoff"] = (take.__code__, frozenset({exec_module.__code__, SealedLoader.exec_module.__code__}))
+
+
+def _make_hook(kind, by_name, consumers, store, allow):
+    """The audit hook: a table from event to check; each check raises to refuse."""
+    import _thread
+
+    getframe, get_ident, realpath, basename = sys._getframe, _thread.get_ident, os.path.realpath, os.path.basename
+    write, isinstance_, str_, bytes_, fspath = os.write, isinstance, str, bytes, os.fspath
+    function_type = type(_make_hook)
+    busy = set()
+    state = {}
+    stems = frozenset(basename(p)[:-3] for p in store)
+
+    def asker(frame, allowed=frozenset()):
+        """Who the event is for: TESTS, PROJECT, or LIBRARY (a consumer in ``allowed`` said it, or
+        no frame but the interpreter's)."""
+        while frame is not None:
+            code = frame.f_code
+            found = kind(code)
+            if found != LIBRARY:
+                return found
+            if code in allowed:
+                return LIBRARY
+            frame = frame.f_back
+        return LIBRARY
+
+    def genuine_import(frame):
+        """Whether ``frame`` is the standard library's ``SourceLoader.get_code`` on a loader whose
+        file and data come from the standard library's own methods (not a subclass's)."""
+        if frame is None or frame.f_code.co_name != "get_code" or kind(frame.f_code) != LIBRARY:
+            return False
+        loader = frame.f_locals.get("self")
+        for attr in ("get_data", "get_filename", "source_to_code", "path_stats"):
+            fn = getattr(type(loader), attr, None)
+            code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+            if code is not None and kind(code) != LIBRARY:
+                return False
+        return True
+
+    def refuse(what, exc=Refused):
+        try:
+            write(2, f"deepgym: {what} is refused to the code under test during grading\n".encode())
+        except OSError:
+            pass
+        raise exc(f"deepgym: {what} is refused to the code under test during grading")
+
+    def by_project(frame, capability, allowed=frozenset()):
+        return capability not in allow and asker(frame, allowed) == PROJECT
+
+    def on_getframe(event, args, frame):
+        if by_project(frame, "frames", consumers):
+            refuse(event, RefusedFrame)
+
+    def on_current(event, args, frame):
+        if by_project(frame, "frames"):
+            refuse(event, RefusedFrame)
+
+    def on_getattr(event, args, frame):
+        name = args[1]
+        if name in _FRAME_ATTRS:
+            if by_project(frame, "frames", consumers):
+                refuse(f"reading {name}", RefusedFrame)
+        elif name == "__code__" and isinstance_(args[0], function_type):
+            code = args[0].__code__
+            if kind(code) == TESTS and by_project(frame, "code"):
+                refuse("the code object of a test or of the harness")
+
+    def on_setattr(event, args, frame):
+        if args[1] == "__code__" and by_project(frame, "code"):
+            refuse("replacing a function's code")
+
+    def on_compile(event, args, frame):
+        name = args[1] if len(args) > 1 else None
+        if isinstance_(name, bytes_):
+            name = name.decode(errors="replace")
+        if isinstance_(name, str_) and by_name(name) == TESTS and by_project(frame, "code"):
+            refuse(f"compiling code that claims to be {name}")
+
+    def on_code_new(event, args, frame):
+        name = args[1] if len(args) > 1 else None
+        if isinstance_(name, str_) and by_name(name) == TESTS and by_project(frame, "code"):
+            refuse(f"making code that claims to be {name}")
+
+    def on_marshal(event, args, frame):
+        # A source file's import fixes the file name of what it loads; anything else is refused.
+        if frame.f_code.co_name == "_compile_bytecode" and frame.f_locals.get("source_path") is not None \
+                and genuine_import(frame.f_back):
+            return
+        if by_project(frame, "code"):
+            refuse("loading code with marshal")
+
+    def on_heap(event, args, frame):
+        if by_project(frame, "gc"):
+            refuse(event)
+
+    def on_trace(event, args, frame):
+        if "trace" not in allow and asker(frame) != TESTS:
+            refuse(event)
+
+    def on_raw(event, args, frame):
+        if by_project(frame, "ctypes"):
+            refuse(event)
+
+    def on_import(event, args, frame):
+        module = args[0]
+        if isinstance_(module, str_) and module.partition(".")[0] in _RAW_MODULES and by_project(frame, "ctypes"):
+            refuse(f"importing {module}", RefusedImport)
+
+    def on_open(event, args, frame):
+        path = args[0]
+        if isinstance_(path, int) or path is None:
+            return
+        try:
+            path = fspath(path)
+            if isinstance_(path, bytes_):
+                path = path.decode(errors="replace")
+        except TypeError:
+            return
+        if basename(path) == "mem" or "/proc/" in path or path.startswith("/proc"):
+            real = realpath(path)
+            if real.startswith("/proc/") and basename(real) == "mem":
+                refuse(f"opening {path}")
+        if path.endswith(".py") and basename(path)[:-3] in stems and realpath(path) in store \
+                and asker(frame) == PROJECT:
+            refuse(f"opening the hidden test file {path}")
+
+    handoff = state  # filled by _route_imports
+
+    def on_sealed(event, args, frame):
+        path, rewritten, box = args
+        take, loaders = handoff["handoff"]
+        if frame.f_code is not take or frame.f_back is None \
+                or frame.f_back.f_code not in loaders:
+            return
+        frame = frame.f_back.f_back
+        while frame is not None:  # the import is pytest's collection, with no project code under it
+            if kind(frame.f_code) == PROJECT:
+                return
+            frame = frame.f_back
+        entry = store.get(path)
+        if entry is not None:
+            box.append(entry[1] if rewritten and entry[1] is not None else entry[0])
+
+    table = {"sys._getframe": on_getframe, "sys._getframemodulename": on_getframe,
+             "sys._current_frames": on_current, "sys._current_exceptions": on_current,
+             "object.__getattr__": on_getattr, "object.__setattr__": on_setattr, "compile": on_compile,
+             "code.__new__": on_code_new, "marshal.loads": on_marshal, "gc.get_objects": on_heap,
+             "gc.get_referrers": on_heap, "gc.get_referents": on_heap, "sys.settrace": on_trace,
+             "sys.setprofile": on_trace, "sys.monitoring.register_callback": on_trace,
+             "sys.addaudithook": on_trace, "import": on_import, "open": on_open, "deepgym.sealed": on_sealed}
+    table.update((event, on_raw) for event in _CTYPES_EVENTS)
+
+    def hook(event, args):
+        check = table.get(event)
+        if check is None:
+            return
+        me = get_ident()
+        if me in busy:
+            return
+        busy.add(me)
+        try:
+            check(event, args, getframe(1))
+        finally:
+            busy.discard(me)
+
+    state["hook"] = hook
+    return state

@@ -1,0 +1,206 @@
+"""The seal: what the code under test may not see or hold while it is graded, one capability each.
+
+Every probe is package code that makes the toy task's failing test pass *only if* it can use the
+capability it tries (``clamp`` then returns the right answer), so a probe graded ``resolved`` is a
+capability the code under test still has. Each must come out unresolved; the same probe with the
+capability granted by the task's ``trust`` must resolve, which shows the probe is real. On the code
+before the seal every probe here resolved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from conftest import requires_namespace, toy_row, write_toy_repo
+from deepgym_envs import grade
+from deepgym_envs.tasks import Task, task_from_row
+from tests.security.test_forgery import append_to_init
+
+#: Replaces clamp: right when ``_works()`` is true, wrong (the base's bug) otherwise.
+WRAP = '''
+def _probe_clamp(x, lo, hi):
+    try:
+        ok = _works()
+    except Exception:
+        ok = False
+    return max(lo, min(x, hi)) if ok else max(lo, x)
+
+
+import calc as _calc
+_calc.clamp = _probe_clamp
+'''
+#: The hidden test the probes look for, as its file has it.
+NEEDLE = "clamp(50, 0, 10)"
+
+PROBES = {
+    "frames": ("frames", '''
+def _works():
+    import sys
+    return "test_" in sys._getframe(2).f_code.co_name
+'''),
+    "inspect_frames": ("frames", '''
+def _works():
+    import inspect
+    return inspect.currentframe().f_back.f_back is not None
+'''),
+    "traceback_frames": ("frames", '''
+def _works():
+    try:
+        raise KeyError
+    except KeyError as exc:
+        return exc.__traceback__.tb_frame.f_back is not None
+'''),
+    "code_objects": ("code", '''
+def _works():
+    import os, sys
+    name = os.environ["PYTEST_CURRENT_TEST"].split("::")[1].split(" ")[0]
+    for module in list(sys.modules.values()):
+        fn = getattr(module, name, None)
+        if callable(fn):
+            return 10 in fn.__code__.co_consts
+    return False
+'''),
+    "forged_file_name": ("code", '''
+def _works():
+    import sys
+    ns = {"sys": sys}  # code that claims to be the harness's runner, which may read frames
+    exec(compile("def f():\\n    return sys._getframe(3)\\n", sys.argv[0], "exec"), ns)
+    return ns["f"]() is not None
+'''),
+    "marshal_code": ("code", '''
+def _works():
+    import marshal, sys
+    fake = "X" * len(sys.argv[0])  # then renamed, in the bytes, to the harness's runner
+    data = marshal.dumps(compile("import sys\\nframe = sys._getframe(4)\\n", fake, "exec"))
+    ns = {}
+    exec(marshal.loads(data.replace(fake.encode(), sys.argv[0].encode())), ns)
+    return ns["frame"] is not None
+'''),
+    "gc_walk": ("gc", '''
+def _works():
+    import gc
+    return len(gc.get_objects()) > 0
+'''),
+    "settrace": ("trace", '''
+def _works():
+    import sys
+    sys.settrace(lambda *a: None)
+    sys.settrace(None)
+    return True
+'''),
+    "audit_hook": ("trace", '''
+def _works():
+    import sys
+    seen = []
+    sys.addaudithook(lambda event, args: seen.append(event))
+    compile("1", "<x>", "eval")
+    return bool(seen)
+'''),
+    "ctypes": ("ctypes", '''
+def _works():
+    import ctypes
+    return ctypes.pythonapi.PyEval_SetTrace is not None
+'''),
+    "ctypes_from_sys_modules": ("ctypes", '''
+def _works():
+    import sys
+    found = [m for name, m in list(sys.modules.items()) if name == "ctypes"]  # what the harness imported
+    ctypes = found[0] if found else __import__("ctypes")
+    return ctypes.string_at(id(1), 8) is not None
+'''),
+}
+#: Reading the hidden test's source: no capability gives it back.
+SOURCE_PROBES = {
+    "open_test_file": '''
+def _works():
+    import os
+    path = os.environ["PYTEST_CURRENT_TEST"].split("::")[0]
+    return NEEDLE in open(path).read()
+''',
+    "linecache": '''
+def _works():
+    import linecache, os
+    path = os.path.abspath(os.environ["PYTEST_CURRENT_TEST"].split("::")[0])
+    return any(NEEDLE in line for line in linecache.getlines(path))
+''',
+    "child_process": '''
+def _works():
+    import os, subprocess, sys
+    path = os.environ["PYTEST_CURRENT_TEST"].split("::")[0]
+    out = subprocess.run(["cat", path], capture_output=True, text=True).stdout
+    return NEEDLE in out
+''',
+    "proc_self_mem": '''
+def _works():
+    with open("/proc/self/mem", "rb"):
+        return True
+''',
+}
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory: pytest.TempPathFactory) -> Task:
+    return task_from_row(toy_row(write_toy_repo(tmp_path_factory.mktemp("seal") / "calc")))
+
+
+def _patch(body: str) -> str:
+    return append_to_init(f"NEEDLE = {NEEDLE!r}\n" + body + WRAP)
+
+
+@requires_namespace
+@pytest.mark.parametrize("name", sorted(PROBES))
+def test_capability_is_refused_and_trust_grants_it(toy: Task, name: str):
+    capability, body = PROBES[name]
+    sealed = grade(toy, _patch(body))
+    assert sealed.status == "unresolved", (name, sealed.reason)
+    granted = grade(dataclasses.replace(toy, trust=[capability]), _patch(body))
+    assert granted.status == "resolved", (name, granted.reason, granted.log[-2000:])
+
+
+@requires_namespace
+@pytest.mark.parametrize("name", sorted(SOURCE_PROBES))
+def test_hidden_source_is_out_of_reach(toy: Task, name: str):
+    verdict = grade(toy, _patch(SOURCE_PROBES[name]))
+    assert verdict.status == "unresolved", (name, verdict.reason)
+
+
+#: What honest packages do with frames and tracebacks: log (with the caller's line), warn, format
+#: the exception they caught, make named tuples, enums and typed classes. The fix is real.
+HONEST = '''
+import collections, dataclasses, enum, logging, traceback, typing, warnings
+
+_log = logging.getLogger("calc")
+
+
+def _honest_clamp(x, lo, hi):
+    _log.warning("clamping %s", x)
+    try:
+        {}[x]
+    except KeyError:
+        _log.exception("looked up %s", x)
+        assert "KeyError" in traceback.format_exc()
+    warnings.warn("calc: clamp", UserWarning, stacklevel=2)
+    Pair = collections.namedtuple("Pair", "lo hi")
+    Kind = enum.Enum("Kind", "LOW HIGH")
+    T = typing.TypeVar("T")
+
+    @dataclasses.dataclass
+    class Box:
+        value: int
+
+    bounds = Pair(lo, hi)
+    assert Kind.LOW and T and Box(1).value == 1
+    return max(bounds.lo, min(x, bounds.hi))
+
+
+import calc as _calc
+_calc.clamp = _honest_clamp
+'''
+
+
+@requires_namespace
+def test_honest_package_code_keeps_working(toy: Task):
+    verdict = grade(toy, append_to_init(HONEST))
+    assert verdict.status == "resolved", (verdict.reason, verdict.log[-3000:])
