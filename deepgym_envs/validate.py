@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from deepgym_envs.progress import progress_bar
 from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.selection import TestMap, build_map, map_key, save_maps, sidecar
-from deepgym_envs.tasks import Task, patch_paths
+from deepgym_envs.tasks import TRUST_CAPABILITIES, Task, patch_paths
 from deepgym_envs.testrun.config import chooses_config, pristine_config_args
 from deepgym_envs.testrun.trace import trace_tests
 from deepgym_envs.trees import pristine_tree
@@ -80,6 +81,10 @@ def validate_task(task: Task, *, backend: str | None = None, runs: int = 1,
             problems.append(f"gold patch does not resolve: {gold.reason}")
         if excluded and set(task.FAIL_TO_PASS) <= excluded:
             problems.append("every FAIL_TO_PASS test is flaky: nothing reliable is left to grade")
+    needed = sealed_out(base, gold) if problems else []
+    if needed:
+        problems.append(f"the seal refused what the task's own tests use: {', '.join(needed)}; after "
+                        f"review, keep it for this task with \"trust\": {json.dumps(needed)}")
     tmap = None
     if record_map and not problems:
         try:
@@ -87,6 +92,17 @@ def validate_task(task: Task, *, backend: str | None = None, runs: int = 1,
         except (InfrastructureError, SandboxUnavailable, ToolError) as exc:
             problems.append(f"test map: the trace failed ({exc})")
     return TaskValidation(task.instance_id, not problems, problems, base, gold, flaky, tmap)
+
+
+_REFUSED = re.compile(r"refused to the code under test during grading \(capability '(\w+)'\)")
+
+
+def sealed_out(*verdicts: Verdict) -> list[str]:
+    """Capabilities the seal refused in these runs (``deepgym_lockdown.py`` says which in the log),
+    where a task can keep them (``Task.trust``): for the base state and the gold patch, that is what
+    the project's own tests need, since neither is the agent's code."""
+    found = {m.group(1) for v in verdicts for m in _REFUSED.finditer(v.log or "")}
+    return sorted(found & set(TRUST_CAPABILITIES))
 
 
 def record_test_map(task: Task, base: Verdict, *, backend: str | None = None,

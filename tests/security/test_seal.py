@@ -204,3 +204,19 @@ _calc.clamp = _honest_clamp
 def test_honest_package_code_keeps_working(toy: Task):
     verdict = grade(toy, append_to_init(HONEST))
     assert verdict.status == "resolved", (verdict.reason, verdict.log[-3000:])
+
+
+@requires_namespace
+def test_validate_names_the_capability_a_task_needs(tmp_path):
+    """A project whose own code reads frames (honestly) fails under the seal; validation says which
+    capability its tests need, and with it granted in ``trust`` the task is valid."""
+    from deepgym_envs.validate import validate_task
+
+    repo = write_toy_repo(tmp_path / "calc")
+    init = repo / "src/calc/__init__.py"
+    init.write_text(init.read_text() + "import inspect\n\nLOADED_BY = inspect.stack()[1].filename\n")
+    task = task_from_row(toy_row(repo))
+    report = validate_task(task)
+    assert not report.valid
+    assert any('"trust": ["frames"]' in p for p in report.problems), report.problems
+    assert validate_task(dataclasses.replace(task, trust=["frames"])).valid

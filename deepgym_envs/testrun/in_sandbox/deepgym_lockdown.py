@@ -320,49 +320,50 @@ def _make_hook(kind, by_name, consumers, store, allow):
                 return False
         return True
 
-    def refuse(what, exc=Refused):
+    def refuse(what, capability, exc=Refused):
+        message = f"deepgym: {what} is refused to the code under test during grading (capability '{capability}')"
         try:
-            write(2, f"deepgym: {what} is refused to the code under test during grading\n".encode())
+            write(2, (message + "\n").encode())
         except OSError:
             pass
-        raise exc(f"deepgym: {what} is refused to the code under test during grading")
+        raise exc(message)
 
     def by_project(frame, capability, allowed=frozenset()):
         return capability not in allow and asker(frame, allowed) == PROJECT
 
     def on_getframe(event, args, frame):
         if by_project(frame, "frames", consumers):
-            refuse(event, RefusedFrame)
+            refuse(event, "frames", RefusedFrame)
 
     def on_current(event, args, frame):
         if by_project(frame, "frames"):
-            refuse(event, RefusedFrame)
+            refuse(event, "frames", RefusedFrame)
 
     def on_getattr(event, args, frame):
         name = args[1]
         if name in _FRAME_ATTRS:
             if by_project(frame, "frames", consumers):
-                refuse(f"reading {name}", RefusedFrame)
+                refuse(f"reading {name}", "frames", RefusedFrame)
         elif name == "__code__" and isinstance_(args[0], function_type):
             code = args[0].__code__
             if kind(code) == TESTS and by_project(frame, "code"):
-                refuse("the code object of a test or of the harness")
+                refuse("the code object of a test or of the harness", "code")
 
     def on_setattr(event, args, frame):
         if args[1] == "__code__" and by_project(frame, "code"):
-            refuse("replacing a function's code")
+            refuse("replacing a function's code", "code")
 
     def on_compile(event, args, frame):
         name = args[1] if len(args) > 1 else None
         if isinstance_(name, bytes_):
             name = name.decode(errors="replace")
         if isinstance_(name, str_) and by_name(name) == TESTS and by_project(frame, "code"):
-            refuse(f"compiling code that claims to be {name}")
+            refuse(f"compiling code that claims to be {name}", "code")
 
     def on_code_new(event, args, frame):
         name = args[1] if len(args) > 1 else None
         if isinstance_(name, str_) and by_name(name) == TESTS and by_project(frame, "code"):
-            refuse(f"making code that claims to be {name}")
+            refuse(f"making code that claims to be {name}", "code")
 
     def on_marshal(event, args, frame):
         # A source file's import fixes the file name of what it loads; anything else is refused.
@@ -370,24 +371,24 @@ def _make_hook(kind, by_name, consumers, store, allow):
                 and genuine_import(frame.f_back):
             return
         if by_project(frame, "code"):
-            refuse("loading code with marshal")
+            refuse("loading code with marshal", "code")
 
     def on_heap(event, args, frame):
         if by_project(frame, "gc"):
-            refuse(event)
+            refuse(event, "gc")
 
     def on_trace(event, args, frame):
         if "trace" not in allow and asker(frame) != TESTS:
-            refuse(event)
+            refuse(event, "trace")
 
     def on_raw(event, args, frame):
         if by_project(frame, "ctypes"):
-            refuse(event)
+            refuse(event, "ctypes")
 
     def on_import(event, args, frame):
         module = args[0]
         if isinstance_(module, str_) and module.partition(".")[0] in _RAW_MODULES and by_project(frame, "ctypes"):
-            refuse(f"importing {module}", RefusedImport)
+            refuse(f"importing {module}", "ctypes", RefusedImport)
 
     def on_open(event, args, frame):
         path = args[0]
@@ -402,10 +403,10 @@ def _make_hook(kind, by_name, consumers, store, allow):
         if basename(path) == "mem" or "/proc/" in path or path.startswith("/proc"):
             real = realpath(path)
             if real.startswith("/proc/") and basename(real) == "mem":
-                refuse(f"opening {path}")
+                refuse(f"opening {path}", "none")
         if path.endswith(".py") and basename(path)[:-3] in stems and realpath(path) in store \
                 and asker(frame) == PROJECT:
-            refuse(f"opening the hidden test file {path}")
+            refuse(f"opening the hidden test file {path}", "none")
 
     handoff = state  # filled by _route_imports
 
