@@ -137,6 +137,20 @@ def _works():
     with open("/proc/self/mem", "rb"):
         return True
 ''',
+    "proc_mem_through_a_link": '''
+def _works():
+    import os
+    os.symlink("/proc/self/mem", "view")
+    with open("view", "rb"):
+        return True
+''',
+    "proc_mem_write_through_a_directory": '''
+def _works():
+    import os
+    proc = os.open("/proc", os.O_RDONLY)
+    os.close(os.open("self/mem", os.O_RDWR, dir_fd=proc))
+    return True
+''',
 }
 
 

@@ -215,6 +215,45 @@ def _undumpable():
         pass
 
 
+_LANDLOCK_CREATE, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT = 444, 445, 446  # the same on every architecture
+_LANDLOCK_WRITE_FILE = 1 << 1
+
+
+def _no_proc_writes():
+    """With Landlock (Linux 5.13+), no file under ``/proc`` may be opened for writing by this process
+    or any it starts: ``/proc/self/mem`` is how a process writes its own memory without ctypes,
+    whatever path, symlink or directory descriptor names it. Everywhere else stays writable (the
+    sandbox decides that). Returns whether the kernel took the rule."""
+    try:
+        import ctypes
+        import struct
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        attr = ctypes.create_string_buffer(struct.pack("=Q", _LANDLOCK_WRITE_FILE))
+        ruleset = libc.syscall(_LANDLOCK_CREATE, attr, ctypes.c_size_t(8), ctypes.c_uint32(0))
+        if ruleset < 0:
+            return False
+        try:
+            for name in os.listdir("/"):
+                if name == "proc":
+                    continue
+                try:
+                    fd = os.open("/" + name, os.O_PATH | os.O_NOFOLLOW)
+                except OSError:
+                    continue
+                try:
+                    rule = ctypes.create_string_buffer(struct.pack("=Qi", _LANDLOCK_WRITE_FILE, fd))
+                    libc.syscall(_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1), rule, ctypes.c_uint32(0))
+                finally:
+                    os.close(fd)
+            return libc.syscall(_LANDLOCK_RESTRICT, ctypes.c_int(ruleset), ctypes.c_uint32(0)) == 0
+        finally:
+            os.close(ruleset)
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
 def seal(workspace, support, test_files, compiled, allow=(), holders=()):
     """Install the seal (see the module's docstring) in this process; nothing undoes it.
 
@@ -225,6 +264,7 @@ def seal(workspace, support, test_files, compiled, allow=(), holders=()):
     support = os.path.realpath(support)
     store = _read_sealed(sorted(set(test_files)), compiled)
     _undumpable()
+    _no_proc_writes()
     kind, by_name = _classifier(workspace, support, _all_codes(
         [c for entry in store.values() for c in entry[:2] if c is not None]))
     consumers = _consumers()
@@ -288,6 +328,7 @@ def _make_hook(kind, by_name, consumers, store, allow):
     import _thread
 
     getframe, get_ident, realpath, basename = sys._getframe, _thread.get_ident, os.path.realpath, os.path.basename
+    isabs, islink = os.path.isabs, os.path.islink
     write, isinstance_, str_, bytes_, fspath = os.write, isinstance, str, bytes, os.fspath
     function_type = type(_make_hook)
     busy = set()
@@ -400,15 +441,24 @@ def _make_hook(kind, by_name, consumers, store, allow):
                 path = path.decode(errors="replace")
         except TypeError:
             return
-        if basename(path) == "mem" or "/proc/" in path or path.startswith("/proc"):
-            real = realpath(path)
-            if real.startswith("/proc/") and basename(real) == "mem":
-                refuse(f"opening {path}", "none")
+        if is_mem(path):
+            refuse(f"opening {path}", "none")
         if path.endswith(".py") and basename(path)[:-3] in stems and realpath(path) in store \
                 and asker(frame) == PROJECT:
             refuse(f"opening the hidden test file {path}", "none")
 
     handoff = state  # filled by _route_imports
+
+    def is_mem(path):
+        """A process's memory file, however named: relative (a directory descriptor may stand for
+        ``/proc/self``), through ``/proc`` or through a link. Writing it is refused by the kernel too
+        (see ``_no_proc_writes``); this refuses reading it in this process."""
+        if basename(path) == "mem":
+            return not isabs(path) or realpath(path).startswith("/proc/")
+        if "proc" in path or islink(path):
+            real = realpath(path)
+            return real.startswith("/proc/") and basename(real) == "mem"
+        return False
 
     def on_sealed(event, args, frame):
         path, rewritten, box = args
