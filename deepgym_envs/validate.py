@@ -94,7 +94,7 @@ def validate_task(task: Task, *, backend: str | None = None, runs: int = 1,
     return TaskValidation(task.instance_id, not problems, problems, base, gold, flaky, tmap)
 
 
-_REFUSED = re.compile(r"refused to the code under test during grading \(capability '(\w+)'\)")
+_REFUSED = re.compile(r"refused to the code under test during grading \(capability '(\w+)'")
 
 
 def sealed_out(*verdicts: Verdict) -> list[str]:

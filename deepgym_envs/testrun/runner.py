@@ -29,13 +29,16 @@ def runner_argv(sb: Sandbox, args: list[str]) -> list[str]:
 
 
 def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = False,
-               seal: Sequence[str] | None = None) -> tuple[dict[str, Any] | None, ExecResult]:
+               seal: Sequence[str] | None = None, not_tests: Sequence[str] = ()
+               ) -> tuple[dict[str, Any] | None, ExecResult]:
     """Run pytest through deepgym's runner; return (report or None, ExecResult).
 
     ``seal``: grade sealed (``in_sandbox/deepgym_lockdown.py``): the test files named in ``args``
     are read, compiled and blanked before the repository's code runs, which then gets no view of
     the tests and no hold on the process; the sequence names the capabilities the task keeps
-    (its ``trust``). None: an ordinary run (the agent's own ``run_tests``).
+    (its ``trust``). None: an ordinary run (the agent's own ``run_tests``). ``not_tests``: paths
+    that look like test code but hold the change under test (files the gold patch edits), which the
+    seal must not take for the tests' own.
 
     ``warm``: use the sandbox's warm test server where it can host one (same results, no
     interpreter start-up); any failure of the server itself falls back to a cold run.
@@ -43,7 +46,7 @@ def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = Fal
     pytest_args = ["-p", "no:cacheprovider", *args]
     env = dict(PYTEST_ENV)
     if seal is not None:
-        env.update(DEEPGYM_SEAL="1", DEEPGYM_ALLOW=",".join(seal))
+        env.update(DEEPGYM_SEAL="1", DEEPGYM_ALLOW=",".join(seal), DEEPGYM_NOT_TESTS="\n".join(not_tests))
     runner = warm_runner(sb, env) if warm else None
     result = runner.run(pytest_args, timeout, env, sb.workdir) if runner is not None else None
     if result is None:

@@ -78,6 +78,14 @@ def _works():
     exec(marshal.loads(data.replace(fake.encode(), sys.argv[0].encode())), ns)
     return ns["frame"] is not None
 '''),
+    "test_helper_written_at_run_time": ("frames", '''
+def _works():
+    import importlib, os, sys
+    with open("tests/test_made_now.py", "w") as fh:  # a test file's name and place, not the host's
+        fh.write("import sys\\n\\ndef grab():\\n    return sys._getframe(3)\\n")
+    sys.path.insert(0, os.path.abspath("tests"))
+    return importlib.import_module("test_made_now").grab() is not None
+'''),
     "gc_walk": ("gc", '''
 def _works():
     import gc
@@ -217,6 +225,20 @@ _calc.clamp = _honest_clamp
 @requires_namespace
 def test_honest_package_code_keeps_working(toy: Task):
     verdict = grade(toy, append_to_init(HONEST))
+    assert verdict.status == "resolved", (verdict.reason, verdict.log[-3000:])
+
+
+@requires_namespace
+def test_the_tests_own_helpers_keep_their_capabilities(tmp_path):
+    """A conftest and a test helper of the pristine tree are the tests' own code: reading frames
+    there (directly, or through a library that does) is not refused."""
+    repo = write_toy_repo(tmp_path / "calc")
+    (repo / "tests/conftest.py").write_text(
+        "import inspect\nimport sys\n\nsys.path.insert(0, __file__.rsplit('/', 1)[0])\n"
+        "LOADED_IN = inspect.currentframe().f_code.co_name\nimport helpers  # noqa: E402\n")
+    (repo / "tests/helpers.py").write_text("import inspect\n\nCALLER = inspect.stack()[1].function\n")
+    task = task_from_row(toy_row(repo))
+    verdict = grade(task, task.patch)
     assert verdict.status == "resolved", (verdict.reason, verdict.log[-3000:])
 
 

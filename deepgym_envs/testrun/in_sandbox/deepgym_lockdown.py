@@ -114,7 +114,11 @@ def _classifier(workspace, support, codes):
             return TESTS
         return by_name(code.co_filename)
 
-    return kind, by_name
+    def register(code):
+        for inner in _all_codes([code]):
+            own[id(inner)] = inner
+
+    return kind, by_name, register
 
 
 def _all_codes(codes):
@@ -254,27 +258,113 @@ def _no_proc_writes():
         return False
 
 
-def seal(workspace, support, test_files, compiled, allow=(), holders=()):
+def seal(workspace, support, test_files, compiled, allow=(), holders=(), not_tests=()):
     """Install the seal (see the module's docstring) in this process; nothing undoes it.
 
     ``test_files``: the hidden test files (real paths); ``compiled``: the report plugin's assertion-
     rewritten compiles of them (emptied here); ``allow``: capabilities the task's tests need;
-    ``holders``: namespaces of the harness that may hold a module to forget.
+    ``holders``: namespaces of the harness that may hold a module to forget; ``not_tests``: paths
+    (relative to the workspace) that look like test code but are the change's (the gold patch edits them).
     """
     support = os.path.realpath(support)
     store = _read_sealed(sorted(set(test_files)), compiled)
+    _blank(store)  # before the clock mark: blanking may re-create a file, which changes its folder
     _undumpable()
     _no_proc_writes()
-    kind, by_name = _classifier(workspace, support, _all_codes(
+    kind, by_name, register = _classifier(workspace, support, _all_codes(
         [c for entry in store.values() for c in entry[:2] if c is not None]))
     consumers = _consumers()
     _purge_raw_modules(holders)
-    state = _make_hook(kind, by_name, consumers, store, frozenset(allow))
     import _pytest.assertion.rewrite as rewrite
 
+    vet = _vetting(workspace, not_tests, rewrite, kind)
+    state = _make_hook(kind, by_name, consumers, store, frozenset(allow), (vet, register))
     _route_imports(rewrite, store, state)
-    _blank(store)
     sys.addaudithook(state.pop("hook"))  # from here on it lives in the interpreter's list alone
+
+
+#: What the host restores to pristine before a grading (``grading.is_test_path``, and conftest files).
+TEST_DIR_NAMES = frozenset({"tests", "test", "testing", "_testing", "testutils"})
+TEST_FILE_NAMES = frozenset({"testing.py", "_testing.py", "testutils.py", "_testutils.py", "pytest.py", "randtest.py",
+                             "runtests.py", "tests.py", "test.py", "conftest.py"})
+
+
+def is_test_path(rel):
+    """Whether the host puts ``rel`` (relative to the workspace) back to pristine before grading."""
+    parts = rel.split("/")
+    name = parts[-1]
+    return (any(p in TEST_DIR_NAMES for p in parts[:-1]) or name in TEST_FILE_NAMES
+            or (name.startswith("test_") and name.endswith(".py")) or name.endswith("_test.py"))
+
+
+def _clock_mark():
+    """A file-change time later than every file the host wrote and earlier than any change made
+    from now on: what 'this file is as the host left it' is checked against."""
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="deepgym-mark-")
+    try:
+        first = os.fstat(fd).st_ctime_ns
+        while True:
+            os.write(fd, b".")
+            now = os.fstat(fd).st_ctime_ns
+            if now > first:
+                return now
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def _vetting(workspace, not_tests, rewrite, kind):
+    """``vet(code, frame)``: whether module code about to run is the tests' own: the import system
+    (or pytest's assertion-rewriting import) executing a test-side file of the workspace that no
+    one has changed, renamed or linked since the host restored it (its change time and its
+    directories' are older than the seal; no link in its path; no pytest bytecode cache newer)."""
+    mark, not_tests = _clock_mark(), frozenset(not_tests)
+    realpath, lstat, dirname = os.path.realpath, os.lstat, os.path.dirname
+    prefix = workspace.rstrip("/") + "/"
+    pytest_exec = rewrite.AssertionRewritingHook.exec_module.__code__
+    pytest_parts = (rewrite._rewrite_test, getattr(rewrite, "_read_pyc", None))
+
+    def untouched(path):
+        try:
+            if lstat(path).st_ctime_ns >= mark:
+                return False
+            folder = dirname(path)
+            while folder.startswith(prefix):
+                if lstat(folder).st_ctime_ns >= mark:
+                    return False
+                folder = dirname(folder)
+        except OSError:
+            return False
+        return True
+
+    def genuine_loader(loader):
+        for attr in ("exec_module", "get_code", "get_data", "get_filename", "source_to_code", "path_stats"):
+            fn = getattr(type(loader), attr, None)
+            code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+            if code is not None and kind(code) != LIBRARY:
+                return False
+        return True
+
+    def by_import(frame):
+        if frame.f_code is pytest_exec:
+            pyc = frame.f_locals.get("pyc")
+            fresh = pyc is not None and os.path.exists(pyc) and not untouched(str(pyc))
+            return (rewrite._rewrite_test, getattr(rewrite, "_read_pyc", None)) == pytest_parts and not fresh
+        outer = frame.f_back
+        return (frame.f_code.co_name == "_call_with_frames_removed" and kind(frame.f_code) == LIBRARY
+                and outer is not None and outer.f_code.co_name == "exec_module" and kind(outer.f_code) == LIBRARY
+                and genuine_loader(outer.f_locals.get("self")))
+
+    def vet(code, frame):
+        name = code.co_filename
+        if not isinstance(name, str) or not name.startswith(prefix) or realpath(name) != name:
+            return False
+        rel = name[len(prefix):]
+        return is_test_path(rel) and rel not in not_tests and by_import(frame) and untouched(name)
+
+    return vet
 
 
 def _route_imports(rewrite, store, state):
@@ -323,7 +413,7 @@ def _route_imports(rewrite, store, state):
     state["handoff"] = (take.__code__, frozenset({exec_module.__code__, SealedLoader.exec_module.__code__}))
 
 
-def _make_hook(kind, by_name, consumers, store, allow):
+def _make_hook(kind, by_name, consumers, store, allow, vetting):
     """The audit hook: a table from event to check; each check raises to refuse."""
     import _thread
 
@@ -335,6 +425,8 @@ def _make_hook(kind, by_name, consumers, store, allow):
     state = {}
     stems = frozenset(basename(p)[:-3] for p in store)
 
+    decided = [None]  # the frame that decided the last question: named in a refusal
+
     def asker(frame, allowed=frozenset()):
         """Who the event is for: TESTS, PROJECT, or LIBRARY (a consumer in ``allowed`` said it, or
         no frame but the interpreter's)."""
@@ -342,6 +434,7 @@ def _make_hook(kind, by_name, consumers, store, allow):
             code = frame.f_code
             found = kind(code)
             if found != LIBRARY:
+                decided[0] = frame
                 return found
             if code in allowed:
                 return LIBRARY
@@ -362,7 +455,10 @@ def _make_hook(kind, by_name, consumers, store, allow):
         return True
 
     def refuse(what, capability, exc=Refused):
-        message = f"deepgym: {what} is refused to the code under test during grading (capability '{capability}')"
+        where, decided[0] = decided[0], None
+        place = f", asked from {where.f_code.co_filename}:{where.f_lineno}" if where is not None else ""
+        message = (f"deepgym: {what} is refused to the code under test during grading "
+                   f"(capability '{capability}'{place})")
         try:
             write(2, (message + "\n").encode())
         except OSError:
@@ -448,6 +544,13 @@ def _make_hook(kind, by_name, consumers, store, allow):
             refuse(f"opening the hidden test file {path}", "none")
 
     handoff = state  # filled by _route_imports
+    vet, register = vetting
+    code_type = type(_make_hook.__code__)
+
+    def on_exec(event, args, frame):
+        code = args[0]
+        if type(code) is code_type and kind(code) != TESTS and vet(code, frame):
+            register(code)  # a test-side module of the workspace, as the host restored it
 
     def is_mem(path):
         """A process's memory file, however named: relative (a directory descriptor may stand for
@@ -478,7 +581,7 @@ def _make_hook(kind, by_name, consumers, store, allow):
     table = {"sys._getframe": on_getframe, "sys._getframemodulename": on_getframe,
              "sys._current_frames": on_current, "sys._current_exceptions": on_current,
              "object.__getattr__": on_getattr, "object.__setattr__": on_setattr, "compile": on_compile,
-             "code.__new__": on_code_new, "marshal.loads": on_marshal, "gc.get_objects": on_heap,
+             "code.__new__": on_code_new, "marshal.loads": on_marshal, "marshal.load": on_marshal, "exec": on_exec, "gc.get_objects": on_heap,
              "gc.get_referrers": on_heap, "gc.get_referents": on_heap, "sys.settrace": on_trace,
              "sys.setprofile": on_trace, "sys.monitoring.register_callback": on_trace,
              "sys.addaudithook": on_trace, "import": on_import, "open": on_open, "deepgym.sealed": on_sealed}

@@ -66,11 +66,12 @@ def lock(support, files, compiled, holders):
     """Seal this process (``deepgym_lockdown.py``) for the code under test: after the report plugin
     has read the test files, before pytest imports anything of the repository."""
     allow = [c for c in os.environ.pop("DEEPGYM_ALLOW", "").split(",") if c]
+    not_tests = [p for p in os.environ.pop("DEEPGYM_NOT_TESTS", "").split("\n") if p]
     path = os.path.join(support, "deepgym_lockdown.py")
     with open(path) as fh:
         namespace = {"__name__": "deepgym_lockdown", "__file__": path}
         exec(compile(fh.read(), path, "exec"), namespace)
-    namespace["seal"](os.path.realpath(os.getcwd()), support, files, compiled, allow, holders)
+    namespace["seal"](os.path.realpath(os.getcwd()), support, files, compiled, allow, holders, not_tests)
 
 
 def _main():
