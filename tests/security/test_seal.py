@@ -16,7 +16,7 @@ import pytest
 from conftest import requires_namespace, toy_row, write_toy_repo
 from deepgym_envs import grade
 from deepgym_envs.tasks import Task, task_from_row
-from tests.security.test_forgery import append_to_init
+from tests.security.test_forgery import append_to_init, grading_backend  # noqa: F401 (a fixture)
 
 #: Replaces clamp: right when ``_works()`` is true, wrong (the base's bug) otherwise.
 WRAP = '''
@@ -186,6 +186,17 @@ def test_capability_is_refused_and_trust_grants_it(toy: Task, name: str):
 def test_hidden_source_is_out_of_reach(toy: Task, name: str):
     verdict = grade(toy, _patch(SOURCE_PROBES[name]))
     assert verdict.status == "unresolved", (name, verdict.reason)
+
+
+#: One probe of each kind, on every sandboxed backend: the seal is the runner's, not the sandbox's.
+ON_EVERY_BACKEND = ("frames", "ctypes", "code_objects", "proc_mem_write_through_a_directory", "child_process")
+
+
+@pytest.mark.parametrize("name", ON_EVERY_BACKEND)
+def test_the_seal_holds_on_every_backend(toy: Task, name: str, grading_backend: str):
+    body = PROBES[name][1] if name in PROBES else SOURCE_PROBES[name]
+    verdict = grade(toy, _patch(body), backend=grading_backend)
+    assert verdict.status == "unresolved", (name, grading_backend, verdict.reason)
 
 
 #: What honest packages do with frames and tracebacks: log (with the caller's line), warn, format
