@@ -316,7 +316,7 @@ def _clock_mark():
 
 
 def _vetting(workspace, not_tests, rewrite, kind):
-    """``vet(code, frame)``: whether module code about to run is the tests' own: the import system
+    """``vet(code, frame)``: the module's globals when module code about to run is the tests' own: the import system
     (or pytest's assertion-rewriting import) executing a test-side file of the workspace that no
     one has changed, renamed or linked since the host restored it (its change time and its
     directories' are older than the seal; no link in its path; no pytest bytecode cache newer)."""
@@ -348,21 +348,27 @@ def _vetting(workspace, not_tests, rewrite, kind):
         return True
 
     def by_import(frame):
+        """The globals the import system (or pytest's) is executing a module's code into, or None."""
         if frame.f_code is pytest_exec:
             pyc = frame.f_locals.get("pyc")
             fresh = pyc is not None and os.path.exists(pyc) and not untouched(str(pyc))
-            return (rewrite._rewrite_test, getattr(rewrite, "_read_pyc", None)) == pytest_parts and not fresh
+            same = (rewrite._rewrite_test, getattr(rewrite, "_read_pyc", None)) == pytest_parts
+            return getattr(frame.f_locals.get("module"), "__dict__", None) if same and not fresh else None
         outer = frame.f_back
-        return (frame.f_code.co_name == "_call_with_frames_removed" and kind(frame.f_code) == LIBRARY
+        if (frame.f_code.co_name == "_call_with_frames_removed" and kind(frame.f_code) == LIBRARY
                 and outer is not None and outer.f_code.co_name == "exec_module" and kind(outer.f_code) == LIBRARY
-                and genuine_loader(outer.f_locals.get("self")))
+                and genuine_loader(outer.f_locals.get("self"))):
+            return getattr(outer.f_locals.get("module"), "__dict__", None)
+        return None
 
     def vet(code, frame):
         name = code.co_filename
         if not isinstance(name, str) or not name.startswith(prefix) or realpath(name) != name:
-            return False
+            return None
         rel = name[len(prefix):]
-        return is_test_path(rel) and rel not in not_tests and by_import(frame) and untouched(name)
+        if not is_test_path(rel) or rel in not_tests or not untouched(name):
+            return None
+        return by_import(frame)
 
     return vet
 
@@ -379,7 +385,7 @@ def _route_imports(rewrite, store, state):
 
     def take(module, rewritten):
         box = []
-        audit("deepgym.sealed", realpath(module.__spec__.origin), rewritten, box)
+        audit("deepgym.sealed", realpath(module.__spec__.origin), rewritten, box, module.__dict__)
         if not box:
             raise ImportError(f"deepgym: the sealed test module {module.__name__} was asked for by code under test")
         exec_(box.pop(), module.__dict__)
@@ -481,10 +487,10 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
         if name in _FRAME_ATTRS:
             if by_project(frame, "frames", consumers):
                 refuse(f"reading {name}", "frames", RefusedFrame)
-        elif name == "__code__" and isinstance_(args[0], function_type):
-            code = args[0].__code__
-            if kind(code) == TESTS and by_project(frame, "code"):
-                refuse("the code object of a test or of the harness", "code")
+        elif isinstance_(args[0], function_type):  # __code__: only a test's own is refused
+            scope = args[0].__globals__
+            if test_scopes.get(id(scope)) is scope and by_project(frame, "code"):
+                refuse("the code object of a test", "code")
 
     def on_setattr(event, args, frame):
         if args[1] == "__code__" and by_project(frame, "code"):
@@ -547,10 +553,15 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
     vet, register = vetting
     code_type = type(_make_hook.__code__)
 
+    test_scopes = {}  # id -> the globals of each module of the tests' own (sealed or vetted)
+
     def on_exec(event, args, frame):
         code = args[0]
-        if type(code) is code_type and kind(code) != TESTS and vet(code, frame):
-            register(code)  # a test-side module of the workspace, as the host restored it
+        if type(code) is code_type and kind(code) != TESTS:
+            scope = vet(code, frame)
+            if scope is not None:  # a test-side module of the workspace, as the host restored it
+                register(code)
+                test_scopes[id(scope)] = scope
 
     def is_mem(path):
         """A process's memory file, however named: relative (a directory descriptor may stand for
@@ -564,7 +575,7 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
         return False
 
     def on_sealed(event, args, frame):
-        path, rewritten, box = args
+        path, rewritten, box, scope = args
         take, loaders = handoff["handoff"]
         if frame.f_code is not take or frame.f_back is None \
                 or frame.f_back.f_code not in loaders:
@@ -577,6 +588,7 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
         entry = store.get(path)
         if entry is not None:
             box.append(entry[1] if rewritten and entry[1] is not None else entry[0])
+            test_scopes[id(scope)] = scope
 
     table = {"sys._getframe": on_getframe, "sys._getframemodulename": on_getframe,
              "sys._current_frames": on_current, "sys._current_exceptions": on_current,
@@ -587,9 +599,11 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
              "sys.addaudithook": on_trace, "import": on_import, "open": on_open, "deepgym.sealed": on_sealed}
     table.update((event, on_raw) for event in _CTYPES_EVENTS)
 
+    watched = _FRAME_ATTRS | {"__code__"}
+
     def hook(event, args):
         check = table.get(event)
-        if check is None:
+        if check is None or (check is on_getattr and args[1] not in watched):
             return
         me = get_ident()
         if me in busy:
