@@ -98,6 +98,41 @@ def _machinery():
         for attr in attrs:
             if obj is not None and attr in vars(obj):
                 table[f"{label}.{attr}"] = (obj, attr)
+    table.update(_test_api())
+    return table
+
+
+#: pytest's modules whose functions and classes decide what a test's own checks conclude.
+_TEST_API_MODULES = ("_pytest.python_api", "_pytest.raises", "_pytest.recwarn", "_pytest.outcomes")
+#: Methods that, added to a class that lacks them, change what its instances do in a check.
+_OVERRIDES = ("__eq__", "__ne__", "__bool__", "__enter__", "__exit__", "__call__", "__getattr__",
+              "__getattribute__", "__init__", "__new__")
+
+
+def _test_api():
+    """The test API as machinery: a hidden test's ``with pytest.raises(...)`` or ``== approx(...)``
+    trusts pytest's code to decide. Each callable ``pytest`` exports; every function, class and
+    object of pytest's checking modules, every method of their classes (their subclasses
+    included: ``ApproxScalar.__eq__``), and the methods that would override one, absent or not;
+    unittest's context managers for ``assertRaises`` / ``assertWarns`` and its outcome keeper."""
+    import unittest.case
+
+    table = {}
+    modules = [sys.modules[name] for name in _TEST_API_MODULES if name in sys.modules]
+    classes = []
+    for module in [pytest, *modules]:
+        label = "pytest" if module is pytest else module.__name__
+        for attr, value in list(vars(module).items()):
+            if callable(value) and not isinstance(value, types.ModuleType) and not attr.startswith("__"):
+                table[f"{label}.{attr}"] = (module, attr)
+                if isinstance(value, type) and value.__module__ in _TEST_API_MODULES:
+                    classes.append(value)
+    classes += [value for attr, value in vars(unittest.case).items() if isinstance(value, type)
+                and (attr.startswith("_Assert") or attr == "_Outcome")]
+    for cls in classes:
+        attrs = [a for a, v in vars(cls).items() if callable(v) or isinstance(v, (property, classmethod, staticmethod))]
+        for attr in {*attrs, *_OVERRIDES}:
+            table[f"{cls.__module__}.{cls.__qualname__}.{attr}"] = (cls, attr)
     return table
 
 
