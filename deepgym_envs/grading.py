@@ -341,7 +341,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
             extra = ["--maxfail=0"] if planted else []
             report, result = run_pytest(sb, [*task.test_cmd, *config, *extra, "-rA", *files], timeout,
                                         warm=views is not None)
-            report = own_xfails_only(report, xfailing, ids)
+            report = own_xfails_only(report, xfailing)
         if task.swebench_semantics and patch.strip() != task.patch.strip():
             report = gold_skips_only(task, report, backend=backend, limits=limits, timeout=timeout)
     except (InfrastructureError, SandboxUnavailable, TaskFormatError) as exc:
@@ -561,14 +561,22 @@ def xfail_files(sb: Sandbox, files: list[str]) -> set[str]:
     return out
 
 
-def own_xfails_only(report: dict[str, Any] | None, xfailing: set[str] | None, ids: list[str]) -> dict[str, Any] | None:
-    """``report`` with an ``xfailed`` graded test read as ``failed`` where its file cannot xfail it
-    (:func:`xfail_files`; None: every file can). SWE-bench counts xfailed as passing, and code the
-    change edits can call ``pytest.xfail()`` whenever a test is about to fail (an ``__eq__`` that
-    does on a mismatch), which no canary sees: canaries never call the repository's code."""
+def own_xfails_only(report: dict[str, Any] | None, xfailing: set[str] | None) -> dict[str, Any] | None:
+    """``report`` with an ``xfailed`` graded test read as ``failed`` unless the test item itself
+    carried an xfail mark before it ran (the report's ``marked``: its own decorators, parametrize
+    marks, module ``pytestmark``, a pristine conftest marking it, unittest's ``expectedFailure``)
+    and its file can xfail it (:func:`xfail_files`; None: every file can). SWE-bench counts xfailed
+    as passing, and code the change edits can call ``pytest.xfail()`` whenever a test is about to
+    fail (an ``__eq__`` that does on a mismatch), which no canary sees: canaries never call the
+    repository's code. Per test, not per file: one marked test does not excuse its neighbours. The
+    file must still say xfail, since package code run at the file's import can set a mark's
+    attribute on a test function."""
     if report is None or xfailing is None:
         return report
-    return _failed_where(report, "xfailed", {t for t in ids if t.split("::", 1)[0] not in xfailing})
+    marked = set(report.get("marked") or ())
+    tests = {n: "failed" if o == "xfailed" and (n not in marked or n.split("::", 1)[0] not in xfailing) else o
+             for n, o in report.get("tests", {}).items()}
+    return {**report, "tests": tests}
 
 
 #: The PASS_TO_PASS tests each task's gold patch skips: (task, tree, spec) -> their ids.

@@ -515,6 +515,13 @@ def _expected_bodies(realpath, fingerprint, workspace, rewritten=None):
     return frozenset(expected), frozenset(known), frozenset(wrapped), frozenset(anywhere)
 
 
+def _marked_xfail(keywords):
+    """Whether a test item's keywords (its marks and those of its class, module and the
+    conftests that mark it; its function's attributes) include an xfail mark or unittest's
+    ``expectedFailure``. A test that xfails without one was made to by code it ran."""
+    return "xfail" in keywords or "__unittest_expecting_failure__" in keywords
+
+
 class _Plugin:
     """The plugin object pytest registers (hashable: pytest keeps plugins in sets)."""
 
@@ -538,6 +545,7 @@ def make_plugin():
     later = []  # plugins registered after this one
     pending, sent, raised, problems, collected = {}, set(), set(), [], [0]
     wrapped_calls, ran_call = set(), set()  # node ids whose call this plugin's wrappers saw
+    marked = set()  # node ids that carried an xfail mark (or unittest's expectedFailure) at setup
     function_runtest = vars(_pytest.python.Function).get("runtest")
     bodies = {}  # nodeid -> [file, first line, trusted?] of the function its call phase ran
     cells = []  # (cell, content) of every closure reachable from the hooks, once they exist
@@ -838,6 +846,8 @@ def make_plugin():
             send({"collecterror": report.nodeid, "longrepr": str(report.longrepr)[-2000:]})
 
     def pytest_runtest_logreport(report):
+        if report.when == "setup" and _marked_xfail(report.keywords):
+            marked.add(report.nodeid)  # before its body runs: what the test runs cannot mark it
         if report.when == "call":
             if report.nodeid not in ran_call:
                 tamper(f"the report plugin's pytest_runtest_call did not run for {report.nodeid}")
@@ -862,6 +872,8 @@ def make_plugin():
         if outcome is not None and nodeid not in sent:
             sent.add(nodeid)
             event = {"test": nodeid, "outcome": outcome}
+            if outcome == "xfailed":
+                event["marked"] = nodeid in marked
             if nodeid in bodies:
                 event["body"] = bodies.pop(nodeid)
             send(event)
