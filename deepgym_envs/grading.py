@@ -184,8 +184,8 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> lis
     What changed is what git itself read from the patch when it applied it (:func:`patch_writes`),
     not this module's reading of the patch text, so quoted or renamed paths in the diff cannot slip
     a file past these rules; and no diff of the view is built (the environment already built one
-    for the step). Last, the gold version of each configuration file the gold patch edits is
-    written (:func:`gold_config_paths`). Returns the paths the change still holds (neither
+    for the step). Before the hidden tests, the gold version of each configuration file the gold
+    patch edits is written (:func:`gold_config_paths`). Returns the paths the change still holds (neither
     restored nor removed) and those gold files, for test selection.
     """
     if patch.strip():
@@ -207,6 +207,8 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> lis
         elif path not in in_pristine and (is_protected(path, task) or is_shadow(path)):
             sb.remove(path)
             done.append(path)
+    # Before the hidden tests: a gold .gitattributes decides how git writes them.
+    gold = _write_gold_configs(sb, task, tree, in_place=chooses_config(task.test_cmd))
     if task.test_patch.strip():
         try:
             sb.apply_patch(task.test_patch)
@@ -218,7 +220,6 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> lis
                 # (a directory of tests turned into a link, say) that keeps them out.
                 raise ToolError(f"the change keeps the hidden tests from being added: {exc}") from None
             raise InfrastructureError(f"hidden test patch does not apply: {exc}") from None
-    gold = _write_gold_configs(sb, task, tree, in_place=chooses_config(task.test_cmd))
     return sorted({*gold, *(p for p in changed if p not in done and not any(p.startswith(d + "/") for d in done))})
 
 
