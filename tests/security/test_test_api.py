@@ -96,3 +96,21 @@ def test_package_code_replacing_the_test_api_is_tampering(tmp_path, graded, payl
     assert seen in v.reason
     gold = grade(task, task.patch)
     assert gold.status == "resolved", gold.reason
+
+
+def test_the_test_api_is_in_the_machinery_table():
+    """What a hidden test checks through, by the names a tampering reason gives."""
+    from pathlib import Path
+
+    import deepgym_envs.testrun
+
+    path = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_report.py"
+    namespace = {"__name__": "deepgym_report", "__file__": str(path)}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    table = namespace["_machinery"]()
+    for name in ("pytest.raises", "pytest.approx", "pytest.warns", "pytest.fail", "pytest.skip", "pytest.xfail",
+                 "pytest.importorskip", "_pytest.python_api.ApproxScalar.__eq__",
+                 "_pytest.python_api.ApproxDecimal.__eq__", "_pytest.recwarn.WarningsChecker.__exit__",
+                 "_pytest.outcomes._Fail.__call__", "unittest.case._AssertRaisesContext.__exit__",
+                 "unittest.case._AssertWarnsContext.__exit__", "unittest.TestCase.assertEqual"):
+        assert name in table, name
