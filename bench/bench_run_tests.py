@@ -6,7 +6,8 @@ cold: a new interpreter imports pytest for every run (``SandboxConfig(warm_tests
 pre-imported server forks per run. The two alternate, step by step, in the same process, and every
 pair's per-test results must be identical (``identical_results``). The grading half compares
 ``grade(task, patch)`` (a fresh sandbox and interpreter) with ``grade(..., views=pool)`` (a
-renewed pooled view and its warm server) on the gold patch; verdicts must match.
+renewed pooled view and its warm server) on the gold patch; verdicts must match. The seal half grades
+sealed and unsealed alternately (cold and warm) and reports the seal's cost as a ratio.
 
 Target (bench/README.md): warm ≥ 5× faster than cold for a one-test selection, with identical results.
 """
@@ -71,6 +72,39 @@ def bench_grading(task, backend: str, repeats: int) -> dict:
     return {"cold_ms": c, "warm_ms": w, "speedup": ratio(c, w), "identical_verdicts": identical}
 
 
+def bench_seal(task, backend: str, repeats: int) -> dict:
+    """What the seal costs a grading: sealed and unsealed (the runner told nothing), alternating,
+    cold and on a warm pooled view, verdicts identical. The unsealed side exists only here."""
+    import deepgym_envs.grading as grading
+
+    sealed_run = grading.run_pytest
+
+    def unsealed_run(*args, **kwargs):
+        kwargs.pop("seal", None)
+        kwargs.pop("not_tests", None)
+        return sealed_run(*args, **kwargs)
+
+    times: dict[str, list[float]] = {k: [] for k in ("cold_sealed", "cold_open", "warm_sealed", "warm_open")}
+    verdicts: dict[str, set] = {k: set() for k in times}
+    try:
+        with ViewPool() as pool:
+            grade(task, task.patch, backend=backend, views=pool)
+            for _ in range(repeats):
+                for key in times:
+                    grading.run_pytest = sealed_run if key.endswith("sealed") else unsealed_run
+                    t0 = time.perf_counter()
+                    v = grade(task, task.patch, backend=backend, views=pool if key.startswith("warm") else None)
+                    times[key].append(time.perf_counter() - t0)
+                    verdicts[key].add((v.status, tuple(sorted(v.tests.items()))))
+    finally:
+        grading.run_pytest = sealed_run
+    ms = {k: median_ms(v) for k, v in times.items()}
+    return {**{f"{k}_ms": v for k, v in ms.items()},
+            "cold_seal_ratio": ratio(ms["cold_sealed"], ms["cold_open"]),
+            "warm_seal_ratio": ratio(ms["warm_sealed"], ms["warm_open"]),
+            "identical_verdicts": len(set().union(*verdicts.values())) == 1}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", default="deepgym__tabkit-001")
@@ -79,8 +113,9 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     task = builtin_task(args.task)
-    out: dict = {"task": args.task, "repeats": args.repeats, "run_tests_step": {}, "grading": {}}
+    out: dict = {"task": args.task, "repeats": args.repeats, "run_tests_step": {}, "grading": {}, "seal": {}}
     for backend in args.backends.split(","):
+        out["seal"][backend] = try_backend(backend, lambda: bench_seal(task, backend, args.repeats))
         out["run_tests_step"][backend] = try_backend(backend, lambda: bench_step(task, backend, args.repeats))
         out["grading"][backend] = try_backend(backend, lambda: bench_grading(task, backend, args.repeats))
     step = out["run_tests_step"].get("namespace")

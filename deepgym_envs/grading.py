@@ -71,6 +71,9 @@ TEST_SUPPORT_FILES = frozenset({"testing.py", "_testing.py", "testutils.py", "_t
                                 "randtest.py", "runtests.py"})
 #: The floor; :func:`config_names` adds every name this pytest reads configuration from.
 CONFIG_NAMES = frozenset({"conftest.py", *FLOOR})
+#: Configuration files that configure more than pytest: graded with the agent's version in the tree
+#: and pytest reading the gold's from a copy (:func:`gold_config_paths`).
+SHARED_CONFIGS = frozenset({"pyproject.toml", "setup.cfg", "tox.ini"})
 SHADOW_NAMES = frozenset({"pytest.py", "py.py", "_pytest", "pytest", "sitecustomize.py", "usercustomize.py",
                           "pluggy", "conftest.py"})
 #: Default wall-clock limit for one hidden-test run.
@@ -131,23 +134,28 @@ def is_test_path(path: str) -> bool:
             or name.endswith("_test.py"))
 
 
+def is_config(path: str) -> bool:
+    """Files that steer the test run itself: every configuration file of pytest, ``conftest.py``,
+    and ``.gitattributes`` (it decides how git writes files, the hidden test patch's included)."""
+    name = posixpath.basename(path)
+    return name in config_names() or name == ".gitattributes"
+
+
 def is_protected(path: str, task: Task) -> bool:
     """Paths put back to pristine before grading, whatever the agent did to them.
 
     A file the gold patch edits is never put back (library code under a ``testing/`` directory,
     as in sympy or django, or a ``setup.cfg`` the fix changes, would revert the fix itself),
-    unless the hidden tests live in it: those are always the pristine ones.
+    unless the hidden tests live in it: those are always the pristine ones. A configuration file
+    among them is graded in its gold version instead (:func:`gold_configs`).
     """
-    name = posixpath.basename(path)
     if path in task.hidden_test_files:
         return True
     if path in task.gold_files:
         # setup.cfg, pyproject.toml or sympy/testing/runtests.py edited by the fix: reverting them
         # would undo part of the very change being graded (the official harness never does).
         return False
-    # .gitattributes decides how git writes files (working-tree-encoding, filters): the hidden
-    # test patch is written through it, so it is configuration too.
-    return name in config_names() or name == ".gitattributes" or is_test_path(path)
+    return is_config(path) or is_test_path(path)
 
 
 def is_shadow(path: str) -> bool:
@@ -176,8 +184,9 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> lis
     What changed is what git itself read from the patch when it applied it (:func:`patch_writes`),
     not this module's reading of the patch text, so quoted or renamed paths in the diff cannot slip
     a file past these rules; and no diff of the view is built (the environment already built one
-    for the step). Returns the paths the change still holds (neither restored nor removed), for
-    test selection.
+    for the step). Before the hidden tests, the gold version of each configuration file the gold
+    patch edits is written (:func:`gold_config_paths`). Returns the paths the change still holds (neither
+    restored nor removed) and those gold files, for test selection.
     """
     if patch.strip():
         sb.apply_patch(patch)  # ToolError when it does not apply: the candidate is unresolved
@@ -198,6 +207,8 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> lis
         elif path not in in_pristine and (is_protected(path, task) or is_shadow(path)):
             sb.remove(path)
             done.append(path)
+    # Before the hidden tests: a gold .gitattributes decides how git writes them.
+    gold = _write_gold_configs(sb, task, tree, in_place=chooses_config(task.test_cmd))
     if task.test_patch.strip():
         try:
             sb.apply_patch(task.test_patch)
@@ -209,7 +220,89 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> lis
                 # (a directory of tests turned into a link, say) that keeps them out.
                 raise ToolError(f"the change keeps the hidden tests from being added: {exc}") from None
             raise InfrastructureError(f"hidden test patch does not apply: {exc}") from None
-    return sorted(p for p in changed if p not in done and not any(p.startswith(d + "/") for d in done))
+    return sorted({*gold, *(p for p in changed if p not in done and not any(p.startswith(d + "/") for d in done))})
+
+
+def gold_configs(task: Task, tree: Path) -> dict[str, bytes | None]:
+    """The gold version of every configuration file (:func:`is_config`) the gold patch edits, made
+    on the host from the pristine tree and the gold patch (None: the gold patch deletes it).
+
+    Such a file is not put back to pristine, since that would undo part of the fix; nor may the
+    agent's version steer the test run, since pytest is handed it with ``-c`` and a plugin it names
+    (or a hook in a conftest) would count as the project's own. So the test run's configuration is
+    the gold's, whether or not the change touched the file (:func:`gold_config_paths`).
+    """
+    paths = tuple(p for p in dict.fromkeys(task.gold_files) if is_config(p) and p not in task.hidden_test_files)
+    return dict(_gold_versions(tree, task.patch, paths)) if paths else {}
+
+
+def gold_config_paths(task: Task, tree: Path, in_place: bool = False) -> dict[str, str | None]:
+    """Each configuration file the gold patch edits -> where a grading view holds its gold version
+    (None: nowhere, the gold patch deletes it).
+
+    A file that configures nothing but the test run (``conftest.py``, ``pytest.ini``) holds it in
+    place: the agent's edits to it are lost in grading. One that configures more
+    (:data:`SHARED_CONFIGS`: a package's metadata, other tools, a test that reads it) keeps the
+    agent's version for whatever else reads it, and pytest is handed the gold version in a copy
+    beside it, which it parses the same way (same suffix, same directory, so paths in it mean the
+    same). ``in_place``: where pytest is not handed its configuration (the task's command chooses
+    it, or no file names one) and would find the agent's version itself, every one is in place.
+    """
+    out: dict[str, str | None] = {}
+    for path, data in gold_configs(task, tree).items():
+        head, name = posixpath.split(path)
+        copy = not in_place and name in SHARED_CONFIGS
+        out[path] = None if data is None else posixpath.join(head, ".deepgym-gold-" + name) if copy else path
+    return out
+
+
+def _write_gold_configs(sb: Sandbox, task: Task, tree: Path, in_place: bool) -> list[str]:
+    """Write each gold configuration file where :func:`gold_config_paths` says; returns the paths
+    whose gold version the view now holds."""
+    places = gold_config_paths(task, tree, in_place)
+    for path, data in gold_configs(task, tree).items():
+        where = places[path] or path
+        sb.remove(where)
+        if data is not None:
+            sb.write_file(where, data)
+    return sorted(places)
+
+
+def grading_config_args(sb: Sandbox, task: Task, tree: Path, files: list[str]) -> list[str]:
+    """The options naming pytest's configuration for a run of ``files`` in a grading view that
+    :func:`prepare_grading_view` made: the pristine or gold configuration pytest would pick
+    (:func:`~deepgym_envs.testrun.config.pristine_config_args`), none where the task's command
+    chooses its own. Where pytest is left to find it itself, the gold versions are put in place."""
+    if chooses_config(task.test_cmd):
+        return []
+    patched = set(patch_paths(task.test_patch))
+    config = pristine_config_args(sb, files, lambda p: p in pristine_files(tree) or p in patched,
+                                  gold_config_paths(task, tree))
+    if not config:
+        _write_gold_configs(sb, task, tree, in_place=True)
+    return config
+
+
+_GLOB_CHAR = re.compile(r"([][*?\\])")
+
+
+@lru_cache(maxsize=256)
+def _gold_versions(tree: Path, gold: str, paths: tuple[str, ...]) -> tuple[tuple[str, bytes | None], ...]:
+    with tempfile.TemporaryDirectory(prefix="deepgym-gold-") as tmp:
+        for path in paths:
+            src = tree / path
+            if src.is_file() and not src.is_symlink():
+                (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
+                (Path(tmp) / path).write_bytes(src.read_bytes())
+        include = ["--include=" + _GLOB_CHAR.sub(r"\\\1", p) for p in paths]  # each a literal path, not a glob
+        # No repository around the scratch directory: git applies the patch to these files alone.
+        run_git(["apply", "--whitespace=nowarn", "--recount", *include, "-"], cwd=tmp, input=gold,
+                env={"GIT_CEILING_DIRECTORIES": str(Path(tmp).parent)})
+        out = []
+        for path in paths:
+            dst = Path(tmp) / path
+            out.append((path, dst.read_bytes() if dst.is_file() and not dst.is_symlink() else None))
+        return tuple(out)
 
 
 def patch_writes(tree: Path, patch: str) -> set[str] | None:
@@ -319,13 +412,11 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
         with (views.view(tree, backend, limits, spec) if views is not None
               else make_sandbox(tree, backend, limits, spec=spec)) as sb:
             ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
-            patched = set(patch_paths(task.test_patch))
             try:
                 changed = prepare_grading_view(sb, task, tree, patch)
                 run = _selection(task, tmap, tree, sb, changed, ids) if tmap is not None else None
                 files = graded_files(task, ids)
-                config = [] if chooses_config(task.test_cmd) else pristine_config_args(
-                    sb, files, lambda p: p in pristine_files(tree) or p in patched)
+                config = grading_config_args(sb, task, tree, files)
                 xfailing = xfail_files(sb, test_files(ids)) if task.swebench_semantics else None
                 planted = (canary_tests.plant(sb, ids if run is None else run, pristine=tree)
                            if plants_canaries(task.test_cmd) else [])
@@ -342,7 +433,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
             report, result = run_pytest(sb, [*task.test_cmd, *config, *extra, "-rA", *files], timeout,
                                         warm=views is not None, seal=task.trust,
                                         not_tests=[p for p in task.gold_files if not is_protected(p, task)])
-            report = own_xfails_only(report, xfailing, ids)
+            report = own_xfails_only(report, xfailing)
         if task.swebench_semantics and patch.strip() != task.patch.strip():
             report = gold_skips_only(task, report, backend=backend, limits=limits, timeout=timeout)
     except (InfrastructureError, SandboxUnavailable, TaskFormatError) as exc:
@@ -444,7 +535,7 @@ class VerdictCache:
 
     @staticmethod
     def key(task: Task, patch: str) -> tuple[str, str, str]:
-        spec = json.dumps([tree_fingerprint(task), task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS,
+        spec = json.dumps([tree_fingerprint(task), task.patch, task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS,
                            task.flaky, task.test_cmd, task.python_env, task.swebench_semantics], sort_keys=True)
         return (task.instance_id, hashlib.sha256(spec.encode()).hexdigest(),
                 hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest())
@@ -562,14 +653,22 @@ def xfail_files(sb: Sandbox, files: list[str]) -> set[str]:
     return out
 
 
-def own_xfails_only(report: dict[str, Any] | None, xfailing: set[str] | None, ids: list[str]) -> dict[str, Any] | None:
-    """``report`` with an ``xfailed`` graded test read as ``failed`` where its file cannot xfail it
-    (:func:`xfail_files`; None: every file can). SWE-bench counts xfailed as passing, and code the
-    change edits can call ``pytest.xfail()`` whenever a test is about to fail (an ``__eq__`` that
-    does on a mismatch), which no canary sees: canaries never call the repository's code."""
+def own_xfails_only(report: dict[str, Any] | None, xfailing: set[str] | None) -> dict[str, Any] | None:
+    """``report`` with an ``xfailed`` graded test read as ``failed`` unless the test item itself
+    carried an xfail mark before it ran (the report's ``marked``: its own decorators, parametrize
+    marks, module ``pytestmark``, a pristine conftest marking it, unittest's ``expectedFailure``)
+    and its file can xfail it (:func:`xfail_files`; None: every file can). SWE-bench counts xfailed
+    as passing, and code the change edits can call ``pytest.xfail()`` whenever a test is about to
+    fail (an ``__eq__`` that does on a mismatch), which no canary sees: canaries never call the
+    repository's code. Per test, not per file: one marked test does not excuse its neighbours. The
+    file must still say xfail, since package code run at the file's import can set a mark's
+    attribute on a test function."""
     if report is None or xfailing is None:
         return report
-    return _failed_where(report, "xfailed", {t for t in ids if t.split("::", 1)[0] not in xfailing})
+    marked = set(report.get("marked") or ())
+    tests = {n: "failed" if o == "xfailed" and (n not in marked or n.split("::", 1)[0] not in xfailing) else o
+             for n, o in report.get("tests", {}).items()}
+    return {**report, "tests": tests}
 
 
 #: The PASS_TO_PASS tests each task's gold patch skips: (task, tree, spec) -> their ids.

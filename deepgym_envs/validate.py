@@ -25,13 +25,12 @@ from pathlib import Path
 
 from deepgym_envs.errors import InfrastructureError, SandboxUnavailable, ToolError
 from deepgym_envs.grading import (GRADING_TIMEOUT, Verdict, counts_as_passing, grade, graded_files,
-                                  prepare_grading_view, pristine_files)
+                                  grading_config_args, prepare_grading_view)
 from deepgym_envs.progress import progress_bar
 from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.selection import TestMap, build_map, map_key, save_maps, sidecar
-from deepgym_envs.tasks import TRUST_CAPABILITIES, Task, patch_paths
-from deepgym_envs.testrun.config import chooses_config, pristine_config_args
+from deepgym_envs.tasks import TRUST_CAPABILITIES, Task
 from deepgym_envs.testrun.trace import trace_tests
 from deepgym_envs.trees import pristine_tree
 
@@ -111,12 +110,10 @@ def record_test_map(task: Task, base: Verdict, *, backend: str | None = None,
     sandbox); ``base`` is that state's full-run verdict, whose outcomes the map keeps."""
     tree = pristine_tree(task)
     ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
-    patched = set(patch_paths(task.test_patch))
     with make_sandbox(tree, backend, None, spec=sandbox_spec(task, backend)) as sb:
         prepare_grading_view(sb, task, tree, "")
         files = graded_files(task, ids)
-        config = [] if chooses_config(task.test_cmd) else pristine_config_args(
-            sb, files, lambda p: p in pristine_files(tree) or p in patched)
+        config = grading_config_args(sb, task, tree, files)
         trace = trace_tests(sb, [*task.test_cmd, *config, *files], ids, timeout)
 
         def read(path: str) -> bytes | None:

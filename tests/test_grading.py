@@ -213,11 +213,21 @@ def test_an_xfail_or_skip_forced_to_failed_is_found_by_its_published_id_too():
     package's pytest.xfail() on such a test still counted as passing."""
     from deepgym_envs.grading import own_xfails_only, outcome_of
 
-    report = {"tests": {"t.py::test_x[not a]": "xfailed", "t.py::test_p[/testbed/m.py]": "xfailed"}}
+    report = {"tests": {"t.py::test_x[not a]": "xfailed", "t.py::test_p[/testbed/m.py]": "xfailed"},
+              "marked": ["t.py::test_x[not a]", "t.py::test_p[/testbed/m.py]"]}
     ids = ["t.py::test_x[not", "t.py::test_p[/m.py]"]
-    read = own_xfails_only(report, set(), ids)["tests"]
+    read = own_xfails_only(report, set())["tests"]
     assert [outcome_of(i, read) for i in ids] == ["failed", "failed"]
-    assert own_xfails_only(report, {"t.py"}, ids) == report  # where the file itself can xfail, it stands
+    assert own_xfails_only(report, {"t.py"}) == report  # marked, in a file that can xfail it: it stands
+
+
+def test_an_xfail_counts_only_for_a_test_marked_xfail():
+    """Per test, not per file: a marked test's neighbour that xfails at run time (package code
+    calling ``pytest.xfail()``) failed."""
+    from deepgym_envs.grading import own_xfails_only
+
+    report = {"tests": {"t.py::test_marked": "xfailed", "t.py::test_other": "xfailed"}, "marked": ["t.py::test_marked"]}
+    assert own_xfails_only(report, {"t.py"})["tests"] == {"t.py::test_marked": "xfailed", "t.py::test_other": "failed"}
 
 
 def test_canaries_go_into_a_run_that_leaves_out_only_marked_tests():

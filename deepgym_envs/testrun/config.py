@@ -50,16 +50,21 @@ def chooses_config(args: list[str]) -> bool:
                or (a.startswith("-c") and not a.startswith("--")) for a in args)
 
 
-def pristine_config_args(sb: Sandbox, files: list[str], pristine: Callable[[str], bool]) -> list[str]:
+def pristine_config_args(sb: Sandbox, files: list[str], pristine: Callable[[str], bool],
+                         gold: dict[str, str | None] | None = None) -> list[str]:
     """``["-c", FILE, "--rootdir", DIR]`` for the configuration pytest would pick for ``files``.
 
     Called on a grading view, after every configuration file the change touched was restored, and
     only paths for which ``pristine(path)`` holds (in the pristine tree, or written by the hidden
     test patch) are considered: a file the change added is never picked, whatever its name, even
-    one this pytest's list does not know. Found as pytest finds it: from the tests' common directory upwards, the first file of
-    pytest's list that has a pytest section, else the first ``pyproject.toml``; the root directory
-    is that file's. ``[]`` when the workspace holds none (pytest's own fallbacks then apply).
+    one this pytest's list does not know. A file the gold patch edits is read where ``gold`` says
+    the view holds its gold version (the host wrote it, beside the file or in its place; None: the
+    gold patch deletes it), never in the agent's version. Found as pytest finds it: from the tests'
+    common directory upwards, the first file of pytest's list that has a pytest section, else the
+    first ``pyproject.toml``; the root directory is that file's. ``[]`` when the workspace holds
+    none (pytest's own fallbacks then apply).
     """
+    gold = gold or {}
     dirs = [posixpath.dirname(f) for f in files] or [""]
     base = posixpath.commonpath(["./" + d for d in dirs])[2:] if dirs != [""] else ""
     first_pyproject = None
@@ -70,7 +75,11 @@ def pristine_config_args(sb: Sandbox, files: list[str], pristine: Callable[[str]
             kinds = {}
         for name in config_file_names():
             path = posixpath.join(base, name)
-            if kinds.get(name) not in ("file", "link") or not pristine(path):
+            if path in gold:
+                path = gold[path]
+                if path is None:
+                    continue
+            elif kinds.get(name) not in ("file", "link") or not pristine(path):
                 continue
             if name == "pyproject.toml" and first_pyproject is None:
                 first_pyproject = path

@@ -21,8 +21,9 @@ def parse_report(raw: str | None) -> dict[str, Any] | None:
     without the nonce was written by code under test: ignored, and counted in ``forged``. Anything
     else amiss is listed in ``tampered``, with what the plugin itself saw.
 
-    Returns ``{"tests", "exitstatus", "collected", "errors", "tampered", "forged", "finished", "bodies"}``
-    (``bodies``: test id -> [file, first line, installed?] of the code its call phase ran),
+    Returns ``{"tests", "exitstatus", "collected", "errors", "tampered", "forged", "finished", "bodies",
+    "marked"}`` (``bodies``: test id -> [file, first line, installed?] of the code its call phase ran;
+    ``marked``: the xfailed test ids whose item carried an xfail mark before it ran),
     or None when no authenticated stream arrived, or it never finished and nothing looks forged.
     """
     if not raw:
@@ -32,6 +33,7 @@ def parse_report(raw: str | None) -> dict[str, Any] | None:
         return None
     tests: dict[str, str] = {}
     bodies: dict[str, list[Any]] = {}
+    marked: set[str] = set()
     errors: list[dict[str, str]] = []
     tampered: list[str] = []
     forged, expected, finish = 0, 1, None
@@ -52,7 +54,7 @@ def parse_report(raw: str | None) -> dict[str, Any] | None:
         expected = number + 1
         problem = None if finish is None else "report lines after the end"
         if problem is None:
-            problem = _take_event(event, tests, errors, tampered, bodies)
+            problem = _take_event(event, tests, errors, tampered, bodies, marked)
         if isinstance(problem, dict):
             finish = problem
         elif problem:
@@ -62,19 +64,23 @@ def parse_report(raw: str | None) -> dict[str, Any] | None:
     finish = finish or {}
     return {"tests": tests, "exitstatus": finish.get("exitstatus"), "collected": finish.get("collected", 0),
             "errors": errors, "tampered": list(dict.fromkeys(tampered)), "forged": forged,
-            "finished": bool(finish), "bodies": bodies}
+            "finished": bool(finish), "bodies": bodies, "marked": sorted(marked)}
 
 
 def _take_event(event: Any, tests: dict[str, str], errors: list[dict[str, str]], tampered: list[str],
-                bodies: dict[str, list[Any]]) -> str | dict[str, int] | None:
+                bodies: dict[str, list[Any]], marked: set[str]) -> str | dict[str, int] | None:
     """Record one streamed event; return a problem, or the finish event's payload."""
     if not isinstance(event, dict):
         return "an unknown report line"
     keys = set(event)
-    if keys - {"body"} == {"test", "outcome"} and isinstance(event["test"], str) and event["outcome"] in OUTCOMES:
+    if keys - {"body", "marked"} == {"test", "outcome"} and isinstance(event["test"], str) and event["outcome"] in OUTCOMES:
         if event["test"] in tests:
             return "two outcomes reported for one test"
+        if "marked" in event and (event["outcome"] != "xfailed" or not isinstance(event["marked"], bool)):
+            return "an unknown report line"
         tests[event["test"]] = event["outcome"]
+        if event.get("marked"):
+            marked.add(event["test"])
         body = event.get("body")
         if body is not None:
             if not (isinstance(body, list) and len(body) == 3 and isinstance(body[0], str)):

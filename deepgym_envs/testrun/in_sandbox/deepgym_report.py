@@ -98,6 +98,41 @@ def _machinery():
         for attr in attrs:
             if obj is not None and attr in vars(obj):
                 table[f"{label}.{attr}"] = (obj, attr)
+    table.update(_test_api())
+    return table
+
+
+#: pytest's modules whose functions and classes decide what a test's own checks conclude.
+_TEST_API_MODULES = ("_pytest.python_api", "_pytest.raises", "_pytest.recwarn", "_pytest.outcomes")
+#: Methods that, added to a class that lacks them, change what its instances do in a check.
+_OVERRIDES = ("__eq__", "__ne__", "__bool__", "__enter__", "__exit__", "__call__", "__getattr__",
+              "__getattribute__", "__init__", "__new__")
+
+
+def _test_api():
+    """The test API as machinery: a hidden test's ``with pytest.raises(...)`` or ``== approx(...)``
+    trusts pytest's code to decide. Each callable ``pytest`` exports; every function, class and
+    object of pytest's checking modules, every method of their classes (their subclasses
+    included: ``ApproxScalar.__eq__``), and the methods that would override one, absent or not;
+    unittest's context managers for ``assertRaises`` / ``assertWarns`` and its outcome keeper."""
+    import unittest.case
+
+    table = {}
+    modules = [sys.modules[name] for name in _TEST_API_MODULES if name in sys.modules]
+    classes = []
+    for module in [pytest, *modules]:
+        label = "pytest" if module is pytest else module.__name__
+        for attr, value in list(vars(module).items()):
+            if callable(value) and not isinstance(value, types.ModuleType) and not attr.startswith("__"):
+                table[f"{label}.{attr}"] = (module, attr)
+                if isinstance(value, type) and value.__module__ in _TEST_API_MODULES:
+                    classes.append(value)
+    classes += [value for attr, value in vars(unittest.case).items() if isinstance(value, type)
+                and (attr.startswith("_Assert") or attr == "_Outcome")]
+    for cls in classes:
+        attrs = [a for a, v in vars(cls).items() if callable(v) or isinstance(v, (property, classmethod, staticmethod))]
+        for attr in {*attrs, *_OVERRIDES}:
+            table[f"{cls.__module__}.{cls.__qualname__}.{attr}"] = (cls, attr)
     return table
 
 
@@ -480,6 +515,13 @@ def _expected_bodies(realpath, fingerprint, workspace, rewritten=None):
     return frozenset(expected), frozenset(known), frozenset(wrapped), frozenset(anywhere)
 
 
+def _marked_xfail(keywords):
+    """Whether a test item's keywords (its marks and those of its class, module and the
+    conftests that mark it; its function's attributes) include an xfail mark or unittest's
+    ``expectedFailure``. A test that xfails without one was made to by code it ran."""
+    return "xfail" in keywords or "__unittest_expecting_failure__" in keywords
+
+
 class _Plugin:
     """The plugin object pytest registers (hashable: pytest keeps plugins in sets)."""
 
@@ -506,6 +548,7 @@ def make_plugin(rewritten=None):
     later = []  # plugins registered after this one
     pending, sent, raised, problems, collected = {}, set(), set(), [], [0]
     wrapped_calls, ran_call = set(), set()  # node ids whose call this plugin's wrappers saw
+    marked = set()  # node ids that carried an xfail mark (or unittest's expectedFailure) at setup
     function_runtest = vars(_pytest.python.Function).get("runtest")
     bodies = {}  # nodeid -> [file, first line, trusted?] of the function its call phase ran
     cells = []  # (cell, content) of every closure reachable from the hooks, once they exist
@@ -806,6 +849,8 @@ def make_plugin(rewritten=None):
             send({"collecterror": report.nodeid, "longrepr": str(report.longrepr)[-2000:]})
 
     def pytest_runtest_logreport(report):
+        if report.when == "setup" and _marked_xfail(report.keywords):
+            marked.add(report.nodeid)  # before its body runs: what the test runs cannot mark it
         if report.when == "call":
             if report.nodeid not in ran_call:
                 tamper(f"the report plugin's pytest_runtest_call did not run for {report.nodeid}")
@@ -830,6 +875,8 @@ def make_plugin(rewritten=None):
         if outcome is not None and nodeid not in sent:
             sent.add(nodeid)
             event = {"test": nodeid, "outcome": outcome}
+            if outcome == "xfailed":
+                event["marked"] = nodeid in marked
             if nodeid in bodies:
                 event["body"] = bodies.pop(nodeid)
             send(event)
