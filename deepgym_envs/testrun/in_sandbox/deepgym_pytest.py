@@ -98,7 +98,7 @@ def _main():
                          "pytest itself); deepgym does not grade a project with its own test runner\n")
         return 4
     compiled = {}
-    plugin = namespace["make_plugin"](compiled)
+    plugin = namespace["make_plugin"](compiled, sealed is not None)
 
     import pytest
 

@@ -526,11 +526,13 @@ class _Plugin:
     """The plugin object pytest registers (hashable: pytest keeps plugins in sets)."""
 
 
-def make_plugin(rewritten=None):
+def make_plugin(rewritten=None, sealed=False):
     """A fresh plugin object (hooks as closures) for one pytest session; writes the nonce line.
 
     ``rewritten``: a dict to fill with the test files' assertion-rewritten compiles
-    (path -> (source, code)), for the seal to take (see ``deepgym_lockdown.py``)."""
+    (path -> (source, code)), for the seal to take (see ``deepgym_lockdown.py``). ``sealed``: the run
+    will be sealed, which refuses a function's code to be replaced: the checks then compare functions
+    by identity alone, and spare the hundreds of thousands of ``__code__`` reads a long suite makes."""
     out, fd = _writer(os.environ.pop("DEEPGYM_REPORT_FD", None), os.environ.pop("DEEPGYM_REPORT_PATH", None))
     dumps, basename, realpath, join = json.dumps, os.path.basename, os.path.realpath, os.path.join
     nonce = os.urandom(16).hex()
@@ -538,7 +540,8 @@ def make_plugin(rewritten=None):
     workspace = realpath(os.getcwd())
     trusted = _trust(workspace)
     machinery = _machinery()
-    original = {name: (vars(owner).get(attr), _code(vars(owner).get(attr))) for name, (owner, attr) in machinery.items()}
+    code_of = (lambda obj: None) if sealed else _code  # what a replaced function's code is compared by
+    original = {name: (vars(owner).get(attr), code_of(vars(owner).get(attr))) for name, (owner, attr) in machinery.items()}
     executor = []  # (name, object, attribute, value, code) of pluggy's executor, when this plugin is registered
     getattr_ = getattr
     seq = [0]
@@ -673,7 +676,7 @@ def make_plugin(rewritten=None):
         for name, caller in list(vars(manager.hook).items()):
             get = getattr(caller, "get_hookimpls", None)
             if get is not None:
-                table[name] = [(impl, impl.function, _code(impl.function)) for impl in get()]
+                table[name] = [(impl, impl.function, code_of(impl.function)) for impl in get()]
         return table
 
     def named_plugins():
@@ -722,25 +725,25 @@ def make_plugin(rewritten=None):
                 if not any(i is impl for i in impls):
                     if impl.plugin_name not in unblocked and f"pytest_{impl.plugin_name}" not in unblocked:
                         tamper(f"hook {name} of {impl.plugin_name} removed")
-                elif impl.function is not function or _code(impl.function) is not code:
+                elif impl.function is not function or code_of(impl.function) is not code:
                     tamper(f"hook {name} of {impl.plugin_name} replaced")
-            known = {id(entry[0]) for entry in before}
+            known = [entry[0] for entry in before]
             for impl in impls:
-                if id(impl) in known:
+                if any(k is impl for k in known):
                     continue
                 if id(impl) not in judged or judged[id(impl)][0] is not impl:
                     judged[id(impl)] = (impl, legitimate(impl.plugin, impl.function), impl.function,
-                                        _code(impl.function))
+                                        code_of(impl.function))
                 entry = judged[id(impl)]
                 if not entry[1]:
                     tamper(f"hook {name} added by {impl.plugin_name}")
-                elif impl.function is not entry[2] or _code(impl.function) is not entry[3]:
+                elif impl.function is not entry[2] or code_of(impl.function) is not entry[3]:
                     tamper(f"hook {name} of {impl.plugin_name} replaced")
 
     def check_machinery():
         for name, (owner, attr) in machinery.items():
             now = vars(owner).get(attr)
-            if now is not original[name][0] or _code(now) is not original[name][1]:
+            if now is not original[name][0] or code_of(now) is not original[name][1]:
                 tamper(f"{name} replaced")
 
     def current(obj, attr):  # an attribute, or an entry of an instance's own __dict__
@@ -749,7 +752,7 @@ def make_plugin(rewritten=None):
     def check_executor():
         for name, obj, attr, value, code in executor:
             now = current(obj, attr)
-            if now is not value or _code(now) is not code:
+            if now is not value or code_of(now) is not code:
                 tamper(f"{name} replaced")
 
     def check_cells():
@@ -780,7 +783,7 @@ def make_plugin(rewritten=None):
     def snapshot_executor(manager):
         for name, obj, attr in _executor(manager):
             value = current(obj, attr)
-            executor.append((name, obj, attr, value, _code(value)))
+            executor.append((name, obj, attr, value, code_of(value)))
 
     def pytest_plugin_registered(plugin, manager):
         if me and plugin is me[0] and not baseline:

@@ -230,7 +230,7 @@ def _become_run(request):
     exec(_PLUGIN_CODE[0], namespace)
     namespace["_PRECOMPILED"] = _PRECOMPILED
     compiled = {}
-    plugin = namespace["make_plugin"](compiled)
+    plugin = namespace["make_plugin"](compiled, sealed is not None)
     import pytest
 
     _load_shipped(request["args"])
