@@ -403,6 +403,8 @@ def _audit_c_tracer():
     ctypes.pythonapi.PyEval_SetTrace.restype = None
     ctypes.pythonapi.PyEval_SetTrace(hook, None)
     sys.modules[__name__]._audit_hook = hook  # the callback must outlive this function
+    import atexit
+    atexit.register(ctypes.pythonapi.PyEval_SetTrace, ctypes.cast(None, kind), None)  # left set, shutdown crashes
 
 
 _audit_c_tracer()
