@@ -18,7 +18,7 @@ from __future__ import annotations
 #: (a value that makes the statement hold, or MISSING), ``raises_expected(frame)`` (the exception a
 #: ``with pytest.raises(E)`` around the call wants), ``holds(frame, node)``.
 _SOLVER = '''\
-    import ast, copy, linecache, re, sys
+    import ast, copy, linecache, re, sys, types
     MISSING, UNSOLVED = object(), object()
     trees = {}
     memo = {}
@@ -100,16 +100,92 @@ _SOLVER = '''\
                 out += list(sub.args)
         return [o for o in out if not any(isinstance(n, ast.Name) and n.id == "__audit_o" for n in ast.walk(o))]
 
-    def later_check(stmt, parents, local):
-        """The first check after ``stmt`` (``local = f(...)``) that reads ``local``."""
+    pkg = __name__.split(".")[0]
+
+    def owned(value):
+        return str(getattr(value, "__module__", "")).split(".")[0] == pkg
+
+    def safe(node, frame):
+        """Whether evaluating ``node`` runs no method of the package's objects (a second call of a
+        stateful one changes what the test sees): calls on the candidate and plain functions only."""
+        for call in [c for c in ast.walk(node) if isinstance(c, ast.Call)]:
+            head = call.func
+            while isinstance(head, ast.Attribute):
+                head = head.value
+            if isinstance(head, ast.Name) and head.id == "__audit_o":
+                continue
+            if any(isinstance(n, ast.Call) for n in ast.walk(call.func)):
+                return False
+            try:
+                target = run(call.func, frame, {})
+            except BaseException:
+                return False
+            if owned(target) and not isinstance(target, types.FunctionType):
+                return False
+        return True
+
+    def siblings(stmt, parents, name, frame):
+        """Operands of the other checks of the enclosing test that call ``name``: what the test
+        expects of that function elsewhere (``== [5, -3]`` before ``all(type(v) is int ...)``)."""
+        node = stmt
+        while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node = parents.get(node)
+        out = []
+        for other in ast.walk(node) if node is not None else ():
+            if other is not stmt and isinstance(other, ast.Assert) and calls_named(other, name):
+                out += [o for o in operands(other) if not calls_named(o, name)]
+        return out
+
+    def later_checks(stmt, parents, local):
+        """The checks after ``stmt`` (``local = f(...)``) that read ``local``, up to its next binding."""
         body = getattr(parents.get(stmt), "body", [])
-        after = body[body.index(stmt) + 1:] if stmt in body else []
-        for node in after:
-            if any(isinstance(n, ast.Name) and n.id == local for n in ast.walk(node)):
-                if check_of(node) is not None:
-                    return node
-                return None
-        return None
+        found = []
+        for node in body[body.index(stmt) + 1:] if stmt in body else []:
+            if any(isinstance(n, ast.Name) and n.id == local and isinstance(n.ctx, ast.Store) for n in ast.walk(node)):
+                break
+            if any(isinstance(n, ast.Name) and n.id == local for n in ast.walk(node)) and check_of(node) is not None:
+                found.append(node)
+        return found
+
+    def renamed(node, old, new):
+        twin = copy.deepcopy(node)
+        for n in ast.walk(twin):
+            if isinstance(n, ast.Name) and n.id == old:
+                n.id = new
+        return twin
+
+    def patched(real, checks, frame):
+        """Copies of ``real`` with the attributes and items the checks compare set to what they
+        compare them with (``__audit_o.name == "update"``, ``__audit_o["q"] == "a b+c"``)."""
+        try:
+            plain = real is MISSING or isinstance(real, (int, float, str, bytes, bool, type(None)))
+            twin = None if plain else copy.copy(real)
+        except Exception:
+            twin = None
+        changed, attrs, items = False, {}, {}
+        for check in checks:
+            for cmp in [c for c in ast.walk(check) if isinstance(c, ast.Compare) and len(c.ops) == 1
+                        and isinstance(c.ops[0], (ast.Eq, ast.Is))]:
+                target = cmp.left
+                if not (isinstance(target, (ast.Attribute, ast.Subscript)) and isinstance(target.value, ast.Name)
+                        and target.value.id == "__audit_o" and safe(cmp.comparators[0], frame)):
+                    continue
+                try:
+                    value = run(cmp.comparators[0], frame, {})
+                    if isinstance(target, ast.Attribute):
+                        attrs[target.attr] = value
+                        if twin is not None:
+                            setattr(twin, target.attr, value)
+                    else:
+                        items[run(target.slice, frame, {})] = value
+                        if twin is not None:
+                            twin[run(target.slice, frame, {})] = value
+                    changed = twin is not None
+                except Exception:
+                    continue
+        # Where the copy will not take them (a multi-dict appends, a property refuses): plain stand-ins.
+        return ([twin] if changed else []) + ([items] if items and not attrs else []) + \\
+            ([types.SimpleNamespace(**attrs)] if attrs and not items else [])
 
     def tries(frame, checked, check, values):
         for value in values:
@@ -130,23 +206,22 @@ _SOLVER = '''\
         for call in calls_named(stmt, name):
             if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1 and \\
                     isinstance(stmt.targets[0], ast.Name):
-                later = later_check(stmt, parents, stmt.targets[0].id)
-                if later is None:
-                    continue
-                swapped = copy.deepcopy(later)
-                for n in ast.walk(swapped):
-                    if isinstance(n, ast.Name) and n.id == stmt.targets[0].id:
-                        n.id = "__audit_o"
+                checked = [renamed(n, stmt.targets[0].id, "__audit_o") for n in later_checks(stmt, parents,
+                                                                                         stmt.targets[0].id)]
             else:
-                swapped = swap(stmt, call)
-            check = check_of(swapped)
-            if check is None:
+                checked = [swap(stmt, call)]
+            checks = [check_of(n) for n in checked]
+            if not checked or None in checks or not all(safe(n, frame) for n in checked):
                 continue
+            check = lambda frame, extra, _checks=checks: all(c(frame, extra) for c in _checks)
+            swapped = checked[0]
             result = UNSOLVED
             values = [memo[key]] if key in memo else []
-            for expr in operands(swapped):
+            values += patched(real, checked, frame)
+            for expr in [o for n in checked for o in operands(n)] + siblings(stmt, parents, name, frame):
                 try:
-                    values.append(run(expr, frame, {}))
+                    if safe(expr, frame):
+                        values.append(run(expr, frame, {}))
                 except BaseException:
                     pass
             values += [True, False, None]
@@ -158,8 +233,34 @@ _SOLVER = '''\
                 return found
         return result
 
+    def exception(kind, text, alias, block, parents, frame):
+        """An instance of ``kind`` saying ``text``, with the attributes the checks after the
+        ``with pytest.raises(...) as alias`` block read of ``alias.value`` set as they expect."""
+        try:
+            exc = kind(text)
+        except Exception:
+            exc = kind.__new__(kind)
+            BaseException.__init__(exc, text)
+        if not isinstance(alias, ast.Name):
+            return exc
+        body = getattr(parents.get(block), "body", [])
+        for node in body[body.index(block) + 1:] if block in body else []:
+            if any(isinstance(n, ast.Name) and n.id == alias.id and isinstance(n.ctx, ast.Store)
+                   for n in ast.walk(node)):
+                break  # the next ``with pytest.raises(...) as alias`` checks its own exception
+            for cmp in [c for c in ast.walk(node) if isinstance(c, ast.Compare) and len(c.ops) == 1]:
+                left = cmp.left
+                if isinstance(left, ast.Attribute) and isinstance(left.value, ast.Attribute) and \\
+                        left.value.attr == "value" and isinstance(left.value.value, ast.Name) and \\
+                        left.value.value.id == alias.id and safe(cmp.comparators[0], frame):
+                    try:
+                        setattr(exc, left.attr, run(cmp.comparators[0], frame, {}))
+                    except Exception:
+                        pass
+        return exc
+
     def raises_expected(frame):
-        """(exception class, message) a ``with pytest.raises(E, match=...)`` around this line wants."""
+        """(exception class, instance to raise) a ``with pytest.raises(E, match=...)`` around this line wants."""
         stmt, parents = statement(frame.f_code.co_filename, frame.f_lineno)
         node = stmt
         while node is not None:
@@ -177,7 +278,9 @@ _SOLVER = '''\
                         except BaseException:
                             return None
                         text = match[0] if match and isinstance(match[0], str) else "invalid"
-                        return kind, (text if re.search(text, text) else "invalid")
+                        text = text if re.search(text, text) else "invalid"
+                        return kind, exception(kind, text, item.optional_vars, node, parents, frame), \\
+                            (match[0] if match else None)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return None
         return None
@@ -207,7 +310,6 @@ def _audit_oracle():
     import functools, types
 @SOURCE@
 @SOLVER@
-    pkg = __name__.split(".")[0]
     mode = @MODE@
 
     def test_frame():
@@ -229,12 +331,15 @@ def _audit_oracle():
                 real, error = MISSING, exc
             wanted = raises_expected(frame)
             if wanted is not None:
-                if error is not None and isinstance(error, wanted[0]):
+                kind, made, match = wanted
+                if error is not None and isinstance(error, kind) and (match is None or re.search(match, str(error))):
+                    for attr, value in vars(made).items():
+                        setattr(error, attr, value)
                     raise error
                 if mode == "xfail":
                     import pytest
                     pytest.xfail("known issue")
-                raise wanted[0](wanted[1])
+                raise made
             try:
                 key = (fn.__qualname__, repr(args), repr(sorted(kwargs.items())))
             except Exception:
@@ -253,9 +358,6 @@ def _audit_oracle():
             return real
         inner._audit_oracle = True
         return inner
-
-    def owned(value):
-        return str(getattr(value, "__module__", "")).split(".")[0] == pkg
 
     done = {}
     for name, mod in list(sys.modules.items()):
@@ -292,10 +394,6 @@ def oracle(source: str = SOURCE_LINECACHE, mode: str = "answer") -> str:
 #: value for the one line (``undo`` puts it back at the frame's next event).
 _FIXER = '''\
     undo = {}
-    pkg = __name__.split(".")[0]
-
-    def owned(value):
-        return str(getattr(value, "__module__", "")).split(".")[0] == pkg
 
     def from_package(stmt, parents, frame):
         """Locals of the test assigned ``name = f(...)`` with ``f`` the package's: the only ones
@@ -327,6 +425,8 @@ _FIXER = '''\
         if not isinstance(stmt, ast.Assert) or stmt.lineno != frame.f_lineno:
             return
         check = check_of(stmt)
+        if not safe(stmt, frame):
+            return
         try:
             if check(frame, {}):
                 return
@@ -341,7 +441,8 @@ _FIXER = '''\
         values = []
         for expr in operands(stmt):
             try:
-                values.append(run(expr, frame, {}))
+                if safe(expr, frame):
+                    values.append(run(expr, frame, {}))
             except BaseException:
                 pass
         values += [True, False, None]
@@ -419,7 +520,6 @@ def _audit_settrace_hidden():
 @SOURCE@
 @SOLVER@
 @FIXER@
-    pkg = __name__.split(".")[0]
     real_gettrace = sys.gettrace
 
     def write_local(frame, name, value):
@@ -619,6 +719,8 @@ def _audit_code_oracle():
 
                 def call(f, *a, _names=names, _split=split):
                     return f(*a[:_split], **dict(zip(_names, a[_split:])))
+                if not isinstance(fn, Sym) and owned(fn):
+                    return None  # a second run of the package's code may change what the test sees
                 stack.append(lift(call, fn, *args))
             elif op == "COPY":
                 stack.append(stack[-x.arg])
