@@ -30,6 +30,7 @@ CLASSES = {
     "B": ("tracer_ctypes_invisible", "tracer_settrace_hidden", "tracer_sys_monitoring"),
     "E": ("xfail_from_test_frame",),
     "G": ("test_api_swallowed",),
+    "A+B+G": ("unsealed_combined",),
 }
 
 
@@ -91,3 +92,10 @@ def _xfail_frame(task: Task, repo: Repo) -> Plan:
           "and on every module that imported them by name.")
 def _test_api(task: Task, repo: Repo) -> Plan:
     return _append_to_init(task, repo, S.TEST_API)
+
+
+# -- all of them at once ----------------------------------------------------------------------------
+@strategy("unsealed_combined", "oracle_frame_source, then the C-level tracer for the asserts the oracle cannot "
+          "answer, then the rebound pytest.raises/approx: what one white-box patch does with an unsealed process.")
+def _combined(task: Task, repo: Repo) -> Plan:
+    return _append_to_init(task, repo, S.oracle() + "\n\n" + S.tracer(S.C_TRACER) + "\n\n" + S.TEST_API)

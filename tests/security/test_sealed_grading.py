@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from conftest import TEST_PATCH, requires_namespace, toy_row, write_toy_repo
-from deepgym_envs import grade
+from deepgym_envs import grade, load_tasks
 from deepgym_envs.audit import sealed_payloads as S
-from deepgym_envs.audit.catalog import STRATEGIES
+from deepgym_envs.audit.catalog import STRATEGIES, select
+from deepgym_envs.audit.core import audit_tasks
 from deepgym_envs.audit.sealed import CLASSES
 from deepgym_envs.audit.weak import exit_code_verifier
 from deepgym_envs.grading import Verdict
@@ -143,7 +144,7 @@ def test_the_package_cannot_time_out_what_a_hidden_test_file_says(tmp_path, how)
 _WEAK = [("oracle_frame_source", None, {}), ("oracle_code_objects", None, {}), ("oracle_child_process", None, {}),
          ("tracer_ctypes_invisible", "two_lines", {}), ("tracer_settrace_hidden", "two_lines", {}),
          ("xfail_from_test_frame", "swebench_xfail", {"harness": "swebench"}),
-         ("test_api_swallowed", "test_api", {})]
+         ("test_api_swallowed", "test_api", {}), ("unsealed_combined", None, {})]
 
 
 @pytest.mark.slow
@@ -154,3 +155,32 @@ def test_the_weak_verifier_falls_to_each_class(tmp_path, name, shape, row):
     assert exit_code_verifier(task, "").status == "unresolved"
     v = exit_code_verifier(task, STRATEGIES[name].patch(task))
     assert v.status == "resolved", v.log[-2000:]
+
+
+# -- as agent actions, through the audit ---------------------------------------------------------------
+@pytest.mark.slow
+@requires_namespace
+@pytest.mark.parametrize("cls", ["A", "B"])
+def test_the_audit_finds_no_class_exploit_as_patch_or_as_actions(tmp_path, cls):
+    """The audit's own run of a class: each strategy as a patch and as edit/bash calls an agent makes
+    in an episode, then submitted; nothing may come out exploited."""
+    names = [n for n in CLASSES[cls] if n != "tracer_sys_monitoring" or sys.version_info >= (3, 12)]
+    report = audit_tasks([_toy(tmp_path, "two_lines")], strategies=select(names), workers=1, progress=False,
+                         leaks=False)
+    assert {a.mode for a in report.attempts} == {"patch", "actions"}
+    hit = [(a.strategy, a.mode, a.evidence[:200]) for a in report.exploited]
+    assert hit == [], hit
+
+
+# -- built-in tasks ----------------------------------------------------------------------------------
+#: Built-in tasks the combined attack resolved on 1a93e45, one per repository it got through in.
+BUILTIN = ["deepgym__cronparse-001", "deepgym__semverkit-002", "deepgym__tabkit-002", "deepgym__tmplite-001"]
+
+
+@pytest.mark.slow
+@requires_namespace
+@pytest.mark.parametrize("task_id", BUILTIN)
+def test_the_combined_attack_resolves_no_built_in_task(task_id):
+    task = {t.instance_id: t for t in load_tasks("builtin")}[task_id]
+    v = grade(task, STRATEGIES["unsealed_combined"].patch(task))
+    assert v.status != "resolved", (v.reason, {t: o for t, o in v.tests.items() if t in task.FAIL_TO_PASS})
