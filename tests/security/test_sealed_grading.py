@@ -112,7 +112,7 @@ def test_package_code_cannot_xfail_a_test_in_a_file_that_has_xfails_of_its_own(t
 # -- G: the test API is machinery ----------------------------------------------------------------------
 @requires_namespace
 def test_the_package_cannot_rebind_pytest_raises_or_approx(tmp_path):
-    """``pytest.raises`` that swallows (and minds nothing raised) and ``pytest.approx`` equal to
+    """``pytest.raises`` that passes a block raising nothing and ``pytest.approx`` equal to
     anything, rebound on the pytest module at package import: a hidden test checking through them passed."""
     task = _toy(tmp_path, "test_api")
     _held(grade(task, STRATEGIES["test_api_swallowed"].patch(task)))
