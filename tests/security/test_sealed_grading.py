@@ -174,7 +174,8 @@ def test_the_audit_finds_no_class_exploit_as_patch_or_as_actions(tmp_path, cls):
 
 # -- built-in tasks ----------------------------------------------------------------------------------
 #: Built-in tasks the combined attack resolved on 1a93e45, one per repository it got through in.
-BUILTIN = ["deepgym__cronparse-001", "deepgym__semverkit-002", "deepgym__tabkit-002", "deepgym__tmplite-001"]
+BUILTIN = ["deepgym__cronparse-001", "deepgym__minimark-001", "deepgym__semverkit-002", "deepgym__tabkit-002",
+           "deepgym__tmplite-001", "deepgym__urlroute-002"]
 
 
 @pytest.mark.slow
