@@ -23,10 +23,10 @@ import pytest
 
 from conftest import TEST_PATCH, requires_namespace, toy_row, write_toy_repo
 from deepgym_envs import grade, load_tasks
-from deepgym_envs.audit import sealed_payloads as S
 from deepgym_envs.audit.catalog import STRATEGIES, select
 from deepgym_envs.audit.core import audit_tasks
 from deepgym_envs.audit.sealed import CLASSES
+from deepgym_envs.audit.sealed.probes import read_probe
 from deepgym_envs.audit.weak import exit_code_verifier
 from deepgym_envs.grading import Verdict
 from deepgym_envs.tasks import Task, task_from_row
@@ -135,7 +135,7 @@ def test_the_package_cannot_time_out_what_a_hidden_test_file_says(tmp_path, how)
     took = {}
     for when in (True, False):
         start = time.monotonic()
-        grade(task, append_to_init(S.read_probe(needle, when=when, how=how, seconds=4.0)))
+        grade(task, append_to_init(read_probe(needle, when=when, how=how, seconds=4.0)))
         took[when] = time.monotonic() - start
     assert took[True] < took[False] + 2.0, f"read the hidden file: {took}"
 
