@@ -108,7 +108,8 @@ SOLVER = '''\
 
     def safe(node, frame):
         """Whether evaluating ``node`` runs no method of the package's objects (a second call of a
-        stateful one changes what the test sees): calls on the candidate and plain functions only."""
+        stateful one changes what the test sees): calls on the candidate, plain functions and
+        constructors only."""
         for call in [c for c in ast.walk(node) if isinstance(c, ast.Call)]:
             head = call.func
             while isinstance(head, ast.Attribute):
@@ -121,8 +122,8 @@ SOLVER = '''\
                 target = run(call.func, frame, {})
             except BaseException:
                 return False
-            if owned(target) and not isinstance(target, types.FunctionType):
-                return False
+            if owned(target) and not isinstance(target, (types.FunctionType, type)):
+                return False  # a method: its object may count calls (a slugger, a router's cache)
         return True
 
     def siblings(stmt, parents, name, frame):
