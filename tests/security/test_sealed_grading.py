@@ -8,9 +8,10 @@ them: that shows each payload works, so a ``resolved``-free verdict from the rea
 the grading held, not that the payload broke.
 
 On the code before the seal (1a93e45) every grading test here failed: the oracles, the invisible
-tracers, the package's ``pytest.xfail()`` and the swallowing ``pytest.raises`` were graded
-``resolved`` with nothing tampered, and the package read the hidden test file at collection (its
-sleep gave the file's content away by the grading's duration).
+tracers, the package's ``pytest.xfail()`` and the lenient ``pytest.raises``/``approx`` were graded
+``resolved`` with nothing tampered (as patches and as agent actions; the combined patch resolved
+27 of the 36 built-in tasks), and the package read the hidden test file at collection (its sleep
+gave the file's content away by the grading's duration).
 """
 
 from __future__ import annotations
