@@ -10,7 +10,7 @@ the grading held, not that the payload broke.
 On the code before the seal (1a93e45) every grading test here failed: the oracles, the invisible
 tracers, the package's ``pytest.xfail()`` and the lenient ``pytest.raises``/``approx`` were graded
 ``resolved`` with nothing tampered (as patches and as agent actions; the combined patch resolved
-27 of the 36 built-in tasks), and the package read the hidden test file at collection (its sleep
+29 of the 36 built-in tasks, the source oracle alone 27), and the package read the hidden test file at collection (its sleep
 gave the file's content away by the grading's duration).
 """
 
