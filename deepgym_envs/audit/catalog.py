@@ -1,8 +1,10 @@
-"""Every strategy the audit knows, by name: class A (:mod:`.strategies`) and classes B-G
-(:mod:`.trust`), each registered by its ``@strategy`` decorator as its module loads."""
+"""Every strategy the audit knows, by name: class A (:mod:`.strategies`), classes B-G
+(:mod:`.trust`) and the attacks on an unsealed test process (:mod:`.sealed`), each registered by
+its ``@strategy`` decorator as its module loads."""
 
 from __future__ import annotations
 
+from deepgym_envs.audit import sealed as _sealed  # noqa: F401  (registers the unsealed-process attacks)
 from deepgym_envs.audit import trust as _trust  # noqa: F401  (its import registers the classes B-G)
 from deepgym_envs.audit.strategies import STRATEGIES, Strategy
 from deepgym_envs.errors import DeepgymError
