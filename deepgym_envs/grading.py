@@ -12,8 +12,10 @@ never graded in place. Then, in that grading view:
 3. the hidden test patch is applied, and canary tests only the host knows are planted beside the
    hidden tests (:mod:`deepgym_envs.canaries`);
 4. pytest runs from deepgym's own runner (outside the repository, so the working directory is not
-   first on ``sys.path``) with the pristine configuration named explicitly, and per-test outcomes
-   stream to the host on a private descriptor as they happen.
+   first on ``sys.path``) with the pristine configuration named explicitly, *sealed*
+   (``testrun/in_sandbox/deepgym_lockdown.py``: the hidden test files compiled and blanked before the
+   repository's code runs, which then gets no frames, code objects, heap walks, tracing or raw memory),
+   and per-test outcomes stream to the host on a private descriptor as they happen.
 
 The report is cross-checked: every expected test id must be reported (a missing test fails), the
 report must agree with pytest's exit status, the stream must be whole and in order, and every

@@ -5,7 +5,8 @@
 * :mod:`.warm` — the warm test server (pre-imported pytest, a fork per run) on sandboxes that can
   host a resident process;
 * :mod:`.config` — which files pytest reads as configuration, and the pristine one to name;
-* ``in_sandbox/`` — the scripts that run *inside* sandboxes (runner, report plugin, warm server,
+* ``in_sandbox/`` — the scripts that run *inside* sandboxes (runner, report plugin, the seal
+  ``deepgym_lockdown``: what the code under test may not see or hold while it is graded, warm server,
   tracer, and ``deepgym_django``: Django's runtests.py set-up, loaded when ``-p deepgym_django``
   asks), copied into every sandbox's read-only support directory, never imported here.
 
