@@ -274,6 +274,15 @@ def _restore(sb: Sandbox, tree: Path, path: str) -> None:
         sb.write_file(path, src.read_bytes())
 
 
+def config_args(sb: Sandbox, task: Task, tree: Path, files: list[str]) -> list[str]:
+    """The options that name the pristine configuration for a run of ``files`` (none where the
+    task's command chooses its own)."""
+    if chooses_config(task.test_cmd):
+        return []
+    patched = set(patch_paths(task.test_patch))
+    return pristine_config_args(sb, files, lambda p: p in pristine_files(tree) or p in patched)
+
+
 def test_files(ids: list[str]) -> list[str]:
     """The files that hold these test ids, in first-seen order."""
     out: list[str] = []
@@ -316,19 +325,19 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
     try:
         tree = pristine_tree(task)
         spec = sandbox_spec(task, backend)
+        pool = (canary_tests.proven_pool(task, backend=backend, limits=limits, timeout=timeout)
+                if plants_canaries(task.test_cmd) else None)
         with (views.view(tree, backend, limits, spec) if views is not None
               else make_sandbox(tree, backend, limits, spec=spec)) as sb:
             ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
-            patched = set(patch_paths(task.test_patch))
             try:
                 changed = prepare_grading_view(sb, task, tree, patch)
                 run = _selection(task, tmap, tree, sb, changed, ids) if tmap is not None else None
                 files = graded_files(task, ids)
-                config = [] if chooses_config(task.test_cmd) else pristine_config_args(
-                    sb, files, lambda p: p in pristine_files(tree) or p in patched)
+                config = config_args(sb, task, tree, files)
                 xfailing = xfail_files(sb, test_files(ids)) if task.swebench_semantics else None
-                planted = (canary_tests.plant(sb, ids if run is None else run, pristine=tree)
-                           if plants_canaries(task.test_cmd) else [])
+                planted = (canary_tests.plant(sb, ids if run is None else run, pristine=tree, pool=pool)
+                           if pool is not None else [])
                 if run is not None:  # node ids, and the canaries among them (not last: that told them apart)
                     files = interleave(run, [c.nodeid for c in planted])
             except ToolError as exc:

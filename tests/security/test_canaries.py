@@ -299,7 +299,7 @@ def test_the_project_scan_is_kept_on_disk_and_stops_judging_state_after_one_stat
     # sympy's scan took 45 s and ran again in every process that graded the task (each of
     # `deepgym eval`'s workers); it is now stored beside the tree cache, and a project already
     # stateful is read for its signatures only.
-    from deepgym_envs import canaries
+    from deepgym_envs.canaries import project as canaries
 
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
     tree = tmp_path / "tree"
@@ -324,7 +324,7 @@ def test_the_project_scan_is_kept_on_disk_and_stops_judging_state_after_one_stat
 def test_a_files_layout_is_worked_out_once_and_each_grading_gets_its_own_copy():
     # Reading the test file (its calls of the project above all) was most of the host's work in
     # a warm grading, and the same pristine files are read at every one.
-    from deepgym_envs import canaries
+    from deepgym_envs.canaries import template as canaries
 
     source = "from calc.ops import clamp\n\n\ndef test_clamp():\n    assert clamp(5, 0, 10) == 5\n"
     ids = ("tests/test_ops.py::test_clamp",)
