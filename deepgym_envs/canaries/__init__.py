@@ -27,7 +27,7 @@ from pathlib import Path
 
 from deepgym_envs.canaries.canary import Canary, Expect, check
 from deepgym_envs.canaries.copies import Candidate
-from deepgym_envs.canaries.placing import render
+from deepgym_envs.canaries.placing import can_name, render
 from deepgym_envs.canaries.proof import Pool, proven_pool
 from deepgym_envs.canaries.template import plant_templates
 from deepgym_envs.errors import ToolError
@@ -51,14 +51,28 @@ def plant(sb: Sandbox, ids: list[str], rng: random.Random | None = None, pristin
 
 
 def _plant_copies(sb: Sandbox, ids: list[str], rng: random.Random, pool: Pool) -> list[Canary]:
-    chosen = _choose(ids, rng, pool)
+    sources: dict[str, str | None] = {}
+    picked: list[Candidate] = []
+    wanted = 4 + rng.randrange(3)
+    for options in _choose(ids, rng, pool):
+        path = options[0].file
+        if path not in sources:
+            try:
+                sources[path] = sb.read_file(path).decode("utf-8")
+            except (ToolError, UnicodeDecodeError):
+                sources[path] = None
+        kinds = {c.perturbed for c in picked}
+        for cand in options:
+            # The last places go to a kind not yet planted: every plant holds both.
+            fills = cand.perturbed not in kinds or len(picked) < wanted - (2 - len(kinds))
+            if fills and sources[path] is not None and can_name(sources[path] or "", cand):
+                picked.append(cand)
+                break
+        if len(picked) == wanted:
+            break
     planted: list[Canary] = []
-    for path in dict.fromkeys(c.file for c in chosen):
-        try:
-            source = sb.read_file(path).decode("utf-8")
-        except (ToolError, UnicodeDecodeError):
-            continue
-        rendered = render(path, source, [c for c in chosen if c.file == path], rng)
+    for path in dict.fromkeys(c.file for c in picked):
+        rendered = render(path, sources[path] or "", [c for c in picked if c.file == path], rng)
         if rendered is None:
             continue
         sb.write_file(path, rendered[0].encode("utf-8"))
@@ -69,9 +83,10 @@ def _plant_copies(sb: Sandbox, ids: list[str], rng: random.Random, pool: Pool) -
     return planted if failing and any(c.expect == "passed" for c in planted) else []
 
 
-def _choose(ids: list[str], rng: random.Random, pool: Pool) -> list[Candidate]:
-    """One copy each of a few graded tests that run: FAIL_TO_PASS ones first (the tests a forger
-    needs to turn), each perturbed more often than not; at least one perturbed and one exact."""
+def _choose(ids: list[str], rng: random.Random, pool: Pool) -> list[list[Candidate]]:
+    """Per graded test that runs, its copies in the order to try them; the tests in the order to
+    try them: FAIL_TO_PASS tests first (the tests a forger needs to turn), each perturbed copy
+    first more often than not."""
     running = {i.split("[", 1)[0] for i in ids}
     groups: dict[tuple, list[Candidate]] = {}
     for cand in pool.candidates:
@@ -81,16 +96,10 @@ def _choose(ids: list[str], rng: random.Random, pool: Pool) -> list[Candidate]:
     keys = list(groups)
     rng.shuffle(keys)
     keys.sort(key=lambda k: not groups[k][0].first)
-    keys = keys[:4 + rng.randrange(3)]
-    chosen = []
+    out = []
     for k in keys:
         perturbed = [c for c in groups[k] if c.perturbed]
         exact = [c for c in groups[k] if not c.perturbed]
-        chosen.append(rng.choice(perturbed if perturbed and (rng.random() < 0.6 or not exact) else exact))
-    for want in (True, False):
-        if chosen and not any(c.perturbed == want for c in chosen):
-            swap = [i for i, k in enumerate(keys) if any(c.perturbed == want for c in groups[k])]
-            if swap and len(chosen) > 1:
-                i = rng.choice(swap)
-                chosen[i] = rng.choice([c for c in groups[keys[i]] if c.perturbed == want])
-    return chosen
+        rng.shuffle(perturbed)
+        out.append([*perturbed, *exact] if rng.random() < 0.6 else [*exact, *perturbed])
+    return out

@@ -9,7 +9,9 @@ which reads as tampering. A value cannot equal two different expected values at 
 perturbed copy and its original never both pass unless something forged them.
 
 The new value is plausible: another literal of the same type and size from the same file where
-there is one, else one digit or character changed in place, round numbers kept round. The copy
+there is one, else one digit or character changed in place, round numbers kept round. Booleans
+are left alone: tests expect ``True`` and ``False`` at different rates, so the one flipped would
+tell which of a pair is the copy. The copy
 is cut from the file's own text, so its formatting and comments are the original's.
 """
 
@@ -33,6 +35,9 @@ _VALUE_CALLS = frozenset({"datetime", "date", "time", "timedelta", "Decimal", "F
                           "Path", "PurePosixPath", "OrderedDict", "Counter"})
 #: A parametrized test copied is every one of its cases: more than this many makes a canary too costly.
 MAX_CASES = 12
+#: How often a changed literal takes another of the file's own (where it has one of the same kind):
+#: expected values recur in a test file, and a changed one that never does would stand out.
+_FROM_FILE = 0.8
 _SIMPLE_STR = re.compile(r"""^([rRbBuU]{0,2})('|")(?!\2\2)([^\\'"\n]+)\2$""")
 
 
@@ -186,10 +191,19 @@ def _element(case: ast.expr, k: int, width: int) -> ast.expr | None:
 
 
 def _constants(node: ast.expr) -> Iterator[ast.Constant]:
+    """The literals to change, but for the numbers of an ordered sequence (``[0, 15, 30, 45]``):
+    one changed would be the one sequence of a pair out of order, an answer any reader has."""
+    ordered = {id(e) for n in ast.walk(node) if isinstance(n, (ast.List, ast.Tuple, ast.Set)) and _ordered(n)
+               for e in n.elts}
     for inner in ast.walk(node):
-        if (isinstance(inner, ast.Constant) and type(inner.value) in (bool, int, float, str, bytes)
-                and inner.lineno == inner.end_lineno):
+        if (isinstance(inner, ast.Constant) and type(inner.value) in (int, float, str, bytes)
+                and inner.lineno == inner.end_lineno and id(inner) not in ordered):
             yield inner
+
+
+def _ordered(node: ast.List | ast.Tuple | ast.Set) -> bool:
+    nums = [e.value for e in node.elts if isinstance(e, ast.Constant) and type(e.value) in (int, float)]
+    return len(nums) >= 3 and (nums == sorted(nums) or nums == sorted(nums, reverse=True))
 
 
 # -- the changed value ---------------------------------------------------------------------------
@@ -222,21 +236,25 @@ def _perturb(block: str, start: int, site: ast.Constant, pool: dict, rng: random
 
 
 def _other_token(token: str, value: object, pool: dict, rng: random.Random) -> str | None:
-    if isinstance(value, bool):
-        return {"True": "False", "False": "True"}.get(token)
     if isinstance(value, int) and token.isdigit():
         same = [t for t in pool.get((int, len(token)), []) if t != token and _zeros(t) == _zeros(token)]
-        return rng.choice(same) if same and rng.random() < 0.5 else _digit(token, rng)
+        return rng.choice(same) if same and rng.random() < _FROM_FILE else _digit(token, rng)
     if isinstance(value, float) and re.fullmatch(r"\d+\.\d+", token):
         return _digit(token, rng)
     match = _SIMPLE_STR.match(token)
     if match is None or isinstance(value, bytes) and "b" not in match[1].lower():
         return None
     prefix, quote, body = match.groups()
-    same = [t for t in pool.get((str, len(body)), []) if t != body] if isinstance(value, str) else []
-    if same and rng.random() < 0.5:
+    same = [t for t in pool.get((str, len(body)), []) if t != body and _shape(t) == _shape(body)] \
+        if isinstance(value, str) else []
+    if same and rng.random() < _FROM_FILE:
         return f"{prefix}{quote}{rng.choice(same)}{quote}"
     return f"{prefix}{quote}{_char(body, rng)}{quote}"
+
+
+def _shape(text: str) -> str:
+    """Letters as ``a``/``A``, digits as ``9``, the rest as they are: "2024-01" is "9999-99"."""
+    return "".join("9" if c.isdigit() else "A" if c.isupper() else "a" if c.isalpha() else c for c in text)
 
 
 def _zeros(digits: str) -> int:
