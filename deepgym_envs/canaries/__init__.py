@@ -51,28 +51,17 @@ def plant(sb: Sandbox, ids: list[str], rng: random.Random | None = None, pristin
 
 
 def _plant_copies(sb: Sandbox, ids: list[str], rng: random.Random, pool: Pool) -> list[Canary]:
-    sources: dict[str, str | None] = {}
-    picked: list[Candidate] = []
-    wanted = 4 + rng.randrange(3)
-    for options in _choose(ids, rng, pool):
-        path = options[0].file
-        if path not in sources:
+    sources: dict[str, str] = {}
+    for cand in pool.candidates:
+        if cand.file not in sources:
             try:
-                sources[path] = sb.read_file(path).decode("utf-8")
+                sources[cand.file] = sb.read_file(cand.file).decode("utf-8")
             except (ToolError, UnicodeDecodeError):
-                sources[path] = None
-        kinds = {c.perturbed for c in picked}
-        for cand in options:
-            # The last places go to a kind not yet planted: every plant holds both.
-            fills = cand.perturbed not in kinds or len(picked) < wanted - (2 - len(kinds))
-            if fills and sources[path] is not None and can_name(sources[path] or "", cand):
-                picked.append(cand)
-                break
-        if len(picked) == wanted:
-            break
+                sources[cand.file] = ""
+    picked = _pick(_choose(ids, rng, pool), sources, 4 + rng.randrange(3))
     planted: list[Canary] = []
     for path in dict.fromkeys(c.file for c in picked):
-        rendered = render(path, sources[path] or "", [c for c in picked if c.file == path], rng)
+        rendered = render(path, sources[path], [c for c in picked if c.file == path], rng)
         if rendered is None:
             continue
         sb.write_file(path, rendered[0].encode("utf-8"))
@@ -81,6 +70,25 @@ def _plant_copies(sb: Sandbox, ids: list[str], rng: random.Random, pool: Pool) -
             planted += [Canary(nodeid + case, path, expect, "copy", original + twin) for case, expect, twin in cand.expect]
     failing = any(c.expect == "failed" for c in planted)
     return planted if failing and any(c.expect == "passed" for c in planted) else []
+
+
+def _pick(groups: list[list[Candidate]], sources: dict[str, str], wanted: int) -> list[Candidate]:
+    """The first ``wanted`` graded tests a copy of which can be named, one copy each; a perturbed
+    and an exact one among them wherever those tests have both."""
+    usable = []
+    for options in groups:
+        named = [c for c in options if can_name(sources[c.file], c)]
+        if named:
+            usable.append(named)
+        if len(usable) == wanted:
+            break
+    chosen = [options[0] for options in usable]
+    for want in (True, False):
+        if len(chosen) > 1 and not any(c.perturbed == want for c in chosen):
+            swap = [i for i, options in enumerate(usable) if any(c.perturbed == want for c in options)]
+            if swap:
+                chosen[swap[-1]] = next(c for c in usable[swap[-1]] if c.perturbed == want)
+    return chosen
 
 
 def _choose(ids: list[str], rng: random.Random, pool: Pool) -> list[list[Candidate]]:

@@ -45,6 +45,8 @@ def render(path: str, source: str, chosen: list[Candidate], rng: random.Random, 
             name = sibling_name(cand.original, others, taken, rng, sides=_sides(tests, cand.original, after))
             if name is not None:
                 break
+        if scope is not None and name is None and beside:  # the proof's names are never seen by a change
+            name = next(f"{cand.original}_{k}" for k in range(len(taken) + 1) if f"{cand.original}_{k}" not in taken)
         if scope is None or name is None:
             continue
         taken.add(name)
