@@ -574,7 +574,7 @@ def own_xfails_only(report: dict[str, Any] | None, xfailing: set[str] | None, id
     """``report`` with an ``xfailed`` graded test read as ``failed`` where its file cannot xfail it
     (:func:`xfail_files`; None: every file can). SWE-bench counts xfailed as passing, and code the
     change edits can call ``pytest.xfail()`` whenever a test is about to fail (an ``__eq__`` that
-    does on a mismatch), which no canary sees: canaries never call the repository's code."""
+    does on a mismatch), which no canary sees: a copy of a test xfails beside its original."""
     if report is None or xfailing is None:
         return report
     return _failed_where(report, "xfailed", {t for t in ids if t.split("::", 1)[0] not in xfailing})
