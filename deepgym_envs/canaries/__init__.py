@@ -60,16 +60,20 @@ def _plant_copies(sb: Sandbox, ids: list[str], rng: random.Random, pool: Pool) -
                 sources[cand.file] = ""
     picked = _pick(_choose(ids, rng, pool), sources, 4 + rng.randrange(3))
     planted: list[Canary] = []
+    texts = {}
     for path in dict.fromkeys(c.file for c in picked):
         rendered = render(path, sources[path], [c for c in picked if c.file == path], rng)
         if rendered is None:
             continue
-        sb.write_file(path, rendered[0].encode("utf-8"))
+        texts[path] = rendered[0]
         for cand, nodeid in rendered[1]:
             original = nodeid.rsplit("::", 1)[0] + "::" + cand.original
             planted += [Canary(nodeid + case, path, expect, "copy", original + twin) for case, expect, twin in cand.expect]
-    failing = any(c.expect == "failed" for c in planted)
-    return planted if failing and any(c.expect == "passed" for c in planted) else []
+    if not {"passed", "failed"} <= {c.expect for c in planted}:
+        return []  # nothing written: the template canaries go into the files as they were
+    for path, text in texts.items():
+        sb.write_file(path, text.encode("utf-8"))
+    return planted
 
 
 def _pick(groups: list[list[Candidate]], sources: dict[str, str], wanted: int) -> list[Candidate]:

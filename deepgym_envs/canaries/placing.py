@@ -39,16 +39,10 @@ def render(path: str, source: str, chosen: list[Candidate], rng: random.Random, 
     planted = []
     for order, cand in enumerate(chosen):
         scope = _scope(tree, cand.cls)
-        others = [n for n in tests if n != cand.original]
-        name, after = None, not beside and rng.random() < 0.5
-        for after in (after, not after) if scope and not beside else (after,) if scope else ():
-            name = sibling_name(cand.original, others, taken, rng, sides=_sides(tests, cand.original, after))
-            if name is not None:
-                break
-        if scope is not None and name is None and beside:  # the proof's names are never seen by a change
-            name = next(f"{cand.original}_{k}" for k in range(len(taken) + 1) if f"{cand.original}_{k}" not in taken)
-        if scope is None or name is None:
+        named = _name(cand, tests, taken, rng, beside) if scope and _holds(scope, cand.original) else None
+        if named is None:
             continue
+        name, after = named
         taken.add(name)
         block = re.sub(rf"(\bdef\s+){re.escape(cand.original)}(\s*\()", rf"\g<1>{name}\g<2>", cand.source, count=1)
         inserts.append((*_where(scope, cand.original, after, block, len(lines)), order))
@@ -57,6 +51,24 @@ def render(path: str, source: str, chosen: list[Candidate], rng: random.Random, 
     for index, text, _ in sorted(inserts, key=lambda t: (t[0], t[2]), reverse=True):
         out.insert(index, text)
     return "".join(out), planted
+
+
+def _name(cand: Candidate, tests: tuple[str, ...], taken: set[str], rng: random.Random,
+          beside: bool) -> tuple[str, bool] | None:
+    """A name for the copy and whether it goes after its original (the side the name suits)."""
+    others = [n for n in tests if n != cand.original]
+    first = not beside and rng.random() < 0.5
+    for after in (first,) if beside else (first, not first):
+        name = sibling_name(cand.original, others, taken, rng, sides=_sides(tests, cand.original, after))
+        if name is not None:
+            return name, after
+    if beside:  # the proof's names are never seen by a change: any fresh one will do
+        return next(f"{cand.original}_{k}" for k in range(len(taken) + 1) if f"{cand.original}_{k}" not in taken), False
+    return None
+
+
+def _holds(scope: list[ast.stmt], name: str) -> bool:
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in scope)
 
 
 def _sides(tests: tuple[str, ...], original: str, after: bool) -> tuple[str, str]:

@@ -19,6 +19,7 @@ import re
 import tempfile
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from deepgym_envs.canaries.copies import Candidate, candidates
@@ -159,7 +160,7 @@ def _kept(tried: list[tuple[Candidate, str]], outcomes: dict[str, str], by_asser
     return kept
 
 
-def _stored(task: Task, key: str):
+def _stored(task: Task, key: str) -> Path:
     return cache_root() / "canary-pools" / f"{task.instance_id.replace('/', '_')}-{key}.json"
 
 
