@@ -411,6 +411,8 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
     try:
         tree = pristine_tree(task)
         spec = sandbox_spec(task, backend)
+        pool = (canary_tests.proven_pool(task, backend=backend, limits=limits, timeout=timeout)
+                if plants_canaries(task.test_cmd) else None)
         with (views.view(tree, backend, limits, spec) if views is not None
               else make_sandbox(tree, backend, limits, spec=spec)) as sb:
             ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
@@ -420,8 +422,8 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
                 files = graded_files(task, ids)
                 config = grading_config_args(sb, task, tree, files)
                 xfailing = xfail_files(sb, test_files(ids)) if task.swebench_semantics else None
-                planted = (canary_tests.plant(sb, ids if run is None else run, pristine=tree)
-                           if plants_canaries(task.test_cmd) else [])
+                planted = (canary_tests.plant(sb, ids if run is None else run, pristine=tree, pool=pool)
+                           if pool is not None else [])
                 if run is not None:  # node ids, and the canaries among them (not last: that told them apart)
                     files = interleave(run, [c.nodeid for c in planted])
             except ToolError as exc:

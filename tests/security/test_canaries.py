@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from deepgym_envs import grade
-from deepgym_envs.canaries import check, plant
+from deepgym_envs.canaries import Pool, check, plant, proven_pool
 from deepgym_envs.grading import prepare_grading_view
 from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.testrun import run_pytest
@@ -299,7 +299,7 @@ def test_the_project_scan_is_kept_on_disk_and_stops_judging_state_after_one_stat
     # sympy's scan took 45 s and ran again in every process that graded the task (each of
     # `deepgym eval`'s workers); it is now stored beside the tree cache, and a project already
     # stateful is read for its signatures only.
-    from deepgym_envs import canaries
+    from deepgym_envs.canaries import project as canaries
 
     monkeypatch.setenv("DEEPGYM_CACHE", str(tmp_path / "cache"))
     tree = tmp_path / "tree"
@@ -324,7 +324,7 @@ def test_the_project_scan_is_kept_on_disk_and_stops_judging_state_after_one_stat
 def test_a_files_layout_is_worked_out_once_and_each_grading_gets_its_own_copy():
     # Reading the test file (its calls of the project above all) was most of the host's work in
     # a warm grading, and the same pristine files are read at every one.
-    from deepgym_envs import canaries
+    from deepgym_envs.canaries import template as canaries
 
     source = "from calc.ops import clamp\n\n\ndef test_clamp():\n    assert clamp(5, 0, 10) == 5\n"
     ids = ("tests/test_ops.py::test_clamp",)
@@ -336,3 +336,167 @@ def test_a_files_layout_is_worked_out_once_and_each_grading_gets_its_own_copy():
     assert canaries._cached_layout.cache_info().hits == 1
     assert second.calls == [("clamp", "clamp(5, 0, 10)")] and "test_mine" not in second.taken
     assert second == canaries._layout(source, list(ids))
+
+
+# -- copies of the graded tests ------------------------------------------------------------------
+@requires_namespace
+def test_copies_are_proven_on_the_gold_patch_and_come_out_as_planted(toy_task):
+    """The pool is proven once by a gold run; a grading plants copies from it, named like their
+    siblings, and each comes out as it must beside its original."""
+    pool = proven_pool(toy_task)
+    assert pool.usable and pool.why == "", pool
+    assert {c.perturbed for c in pool.candidates} == {True, False}
+    ids = [*toy_task.FAIL_TO_PASS, *toy_task.PASS_TO_PASS]
+    for seed in range(3):
+        with make_sandbox(pristine_tree(toy_task)) as sb:
+            prepare_grading_view(sb, toy_task, pristine_tree(toy_task), toy_task.patch)
+            planted = plant(sb, ids, random.Random(seed), pool=pool)
+            report, result = run_pytest(sb, ["-rA", "tests/test_ops.py"], 120)
+        assert planted and {c.origin for c in planted} == {"copy"} and {c.twin for c in planted} <= set(ids)
+        assert {c.expect for c in planted} == {"passed", "failed"}
+        assert report is not None and check(planted, report["tests"], True) == [], result.output
+        assert all(report["tests"][c.nodeid] == c.expect for c in planted)
+        assert all(report["tests"][i] == "passed" for i in ids)
+        assert not any(c.nodeid.split("::")[-1].startswith(("test_canary", "test_planted")) for c in planted)
+
+
+_DOUBLE_FILE = """\
+from planted_double import double, label
+
+
+def test_double_small():
+    assert double(2) == 4
+
+
+def test_double_large_value():
+    assert double(50) == 100
+
+
+def test_double_negative():
+    assert double(-3) == -6
+
+
+def test_label_small():
+    assert label(2) == "two"
+
+
+def test_label_large_value():
+    assert label(10) == "ten"
+"""
+_DOUBLE_IDS = [f"tests/test_double.py::{n}" for n in ("test_double_small", "test_double_large_value",
+                                                     "test_double_negative", "test_label_small",
+                                                     "test_label_large_value")]
+_NAMES = {2: "two", 10: "ten", 5: "five"}
+
+
+def _run_file(source: str) -> dict[str, type[BaseException] | None]:
+    """Every test function of ``source`` run in-process: what it raised, or None."""
+    namespace: dict = {}
+    exec(compile(source, "test_double.py", "exec"), namespace)
+    out = {}
+    for name, fn in list(namespace.items()):
+        if name.startswith("test") and callable(fn):
+            try:
+                fn()
+                out[f"tests/test_double.py::{name}"] = None
+            except Exception as exc:  # noqa: BLE001 - a test's failure, whatever it is
+                out[f"tests/test_double.py::{name}"] = type(exc)
+    return out
+
+
+def _outcomes(raised: dict) -> dict[str, str]:
+    return {k: "passed" if v is None else "failed" for k, v in raised.items()}
+
+
+def _subject(monkeypatch, double, label):
+    import sys
+    import types
+
+    module = types.ModuleType("planted_double")
+    module.double, module.label = double, label
+    monkeypatch.setitem(sys.modules, "planted_double", module)
+
+
+def _proven_double_pool(monkeypatch):
+    """The pool as the gold proof keeps it, proven in-process on an honest implementation."""
+    from deepgym_envs.canaries import proof
+    from deepgym_envs.canaries.copies import candidates
+    from deepgym_envs.canaries.placing import render
+
+    _subject(monkeypatch, lambda x: 2 * x, _NAMES.__getitem__)
+    found = candidates("tests/test_double.py", _DOUBLE_FILE, _DOUBLE_IDS, random.Random(0))
+    text, tried = render("tests/test_double.py", _DOUBLE_FILE, found, random.Random(0), beside=True)
+    raised = _run_file(text)
+    by_assert = {k for k, v in raised.items() if v is AssertionError}
+    pool = proof.Pool(tuple(proof._kept(tried, _outcomes(raised), by_assert, _DOUBLE_IDS)))
+    assert pool.usable, pool
+    return pool
+
+
+def _graded_run(pool, seed: int) -> tuple[str, list]:
+    from tests.security.test_canary_shape import _Files
+
+    sb = _Files({"tests/test_double.py": _DOUBLE_FILE})
+    planted = plant(sb, _DOUBLE_IDS, random.Random(seed), pool=pool)
+    assert {c.origin for c in planted} == {"copy"}
+    return sb.files["tests/test_double.py"], planted
+
+
+def _expected_by_the_assertion(source: str):
+    """A forger's function: it returns whatever the calling test's assertion expects."""
+    import sys
+
+    lines = source.splitlines()
+
+    def forged(*_args):
+        frame = sys._getframe(1)
+        test = ast.parse(lines[frame.f_lineno - 1].strip()).body[0]
+        return ast.literal_eval(test.test.comparators[0])
+
+    return forged
+
+
+def test_a_forger_that_returns_what_the_assertion_expects_is_caught_by_a_perturbed_copy(monkeypatch):
+    """Every graded test passes under it, and so does every perturbed copy, which must not
+    beside an original that passed: caught in every grading."""
+    pool = _proven_double_pool(monkeypatch)
+    for seed in range(30):
+        rendered, planted = _graded_run(pool, seed)
+        forged = _expected_by_the_assertion(rendered)
+        _subject(monkeypatch, forged, forged)
+        outcomes = _outcomes(_run_file(rendered))
+        assert all(outcomes[i] == "passed" for i in _DOUBLE_IDS)
+        assert "a canary test that must have failed passed" in check(planted, outcomes, True), seed
+
+
+def test_a_forger_that_turns_only_the_graded_tests_is_caught_by_an_exact_copy(monkeypatch):
+    """The graded tests' names are no secret: a forger that turns only their failures leaves
+    their exact copies failing, which must pass where their originals did."""
+    pool = _proven_double_pool(monkeypatch)
+    for seed in range(30):
+        rendered, planted = _graded_run(pool, seed)
+        _subject(monkeypatch, lambda x: 2 * x + 1, lambda x: "many")  # wrong everywhere
+        outcomes = {k: "passed" if k in _DOUBLE_IDS else v for k, v in _outcomes(_run_file(rendered)).items()}
+        assert "a canary test that must have passed failed" in check(planted, outcomes, True), seed
+
+
+def test_honest_but_wrong_changes_are_never_taken_for_tampering(monkeypatch):
+    """A copy's outcome is judged beside its original's: a change wrong for some inputs fails
+    both of a pair, or passes a perturbed copy beside a failing original, and is only unresolved."""
+    pool = _proven_double_pool(monkeypatch)
+    wrong = [(lambda x: 2 * x + (x > 10), _NAMES.__getitem__), (lambda x: 2 * x, lambda x: "ten"),
+             (lambda x: 2 * x if x > 0 else -5, lambda x: {2: "tw0"}.get(x, "ten")), (lambda x: 2 * x, _NAMES.get)]
+    for seed in range(20):
+        rendered, planted = _graded_run(pool, seed)
+        for double, label in wrong:
+            _subject(monkeypatch, double, label)
+            assert check(planted, _outcomes(_run_file(rendered)), True) == [], seed
+
+
+def test_without_a_proven_pool_the_template_canaries_are_planted_and_say_so(tmp_path):
+    from tests.security.test_canary_shape import _Files
+
+    sb = _Files({"tests/test_double.py": _DOUBLE_FILE})
+    for pool in (None, Pool(why="no graded test has an expected value to change")):
+        planted = plant(sb, _DOUBLE_IDS, random.Random(1), pool=pool)
+        assert planted and {c.origin for c in planted} == {"template"} and all(c.twin is None for c in planted)
