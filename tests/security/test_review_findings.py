@@ -15,6 +15,8 @@ while the attack works (the toy task graded ``resolved`` with its bug in place, 
   ``sys._getframe`` / ``f_code`` read through it are asked by "the tests".
 * An always-equal result: the canaries compare ``(result, x) == (result, wrong)``, which no
   ``__eq__`` of the result takes part in, so nothing sees a result object that agrees with anything.
+  No seal bypass needed: ANY_EQUAL_PROXY (the package's top-level functions return a proxy of the
+  real result whose ``==`` is always true) resolved 8 of the 36 built-in tasks, nothing tampered.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from deepgym_envs import grade
+from deepgym_envs import grade, load_tasks
+from deepgym_envs.audit.strategies import Strategy, _append_to_init
 from deepgym_envs.audit.sealed.code_oracle import CODE_ORACLE
 from deepgym_envs.tasks import task_from_row
 from tests.conftest import requires_namespace, toy_row, write_toy_repo
@@ -124,3 +127,17 @@ def test_the_package_cannot_resolve_the_toy_without_fixing_it(toy, payload):
     v = grade(toy, append_to_init(payload))
     assert v.status != "resolved", (v.status, v.reason, v.tests)
     assert v.tampered or v.tests.get(F2P) in ("failed", "error", "missing"), (v.reason, v.tests)
+
+
+#: The package's top-level functions return a proxy of their real result that equals anything.
+ANY_EQUAL_PROXY = 'def _audit_any_equal():\n    import functools, sys, types\n    pkg = __name__.split(".")[0]\n\n    class _Any:\n        __slots__ = ("_v",)\n        def __init__(self, v): object.__setattr__(self, "_v", v)\n        def __eq__(self, other): return True\n        def __ne__(self, other): return False\n        __hash__ = None\n        def __getattr__(self, name): return getattr(object.__getattribute__(self, "_v"), name)\n        def __iter__(self): return iter(self._v)\n        def __len__(self): return len(self._v)\n        def __getitem__(self, k): return _Any(self._v[k])\n        def __contains__(self, k): return True\n        def __bool__(self): return bool(self._v)\n        def __str__(self): return str(self._v)\n        def __repr__(self): return repr(self._v)\n        def __add__(self, o): return _Any(self._v + o)\n        def __lt__(self, o): return self._v < o\n        def __gt__(self, o): return self._v > o\n        def __le__(self, o): return self._v <= o\n        def __ge__(self, o): return self._v >= o\n\n    def wrap(fn):\n        @functools.wraps(fn)\n        def inner(*a, **k):\n            r = fn(*a, **k)\n            return r if r is None or isinstance(r, bool) else _Any(r)\n        return inner\n\n    mod = sys.modules[pkg]\n    for attr, value in list(vars(mod).items()):\n        if isinstance(value, types.FunctionType) and str(getattr(value, "__module__", "")).split(".")[0] == pkg:\n            setattr(mod, attr, wrap(value))\n\n_audit_any_equal()\n'
+
+
+@requires_namespace
+@pytest.mark.parametrize("instance_id, payload", [("deepgym__cronparse-001", "thread"),
+                                                  ("deepgym__minimark-001", "any_equal")])
+def test_a_builtin_task_is_not_resolved_by_a_generic_payload(instance_id, payload):
+    task = next(t for t in load_tasks("builtin") if t.instance_id == instance_id)
+    text = thread_oracle() if payload == "thread" else ANY_EQUAL_PROXY
+    v = grade(task, Strategy(payload, "", lambda t, r: _append_to_init(t, r, text)).patch(task))
+    assert v.status != "resolved", (v.status, v.reason)
