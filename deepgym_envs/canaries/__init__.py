@@ -78,7 +78,10 @@ def _plant_copies(sb: Sandbox, ids: list[str], rng: random.Random, pool: Pool) -
 
 def _pick(groups: list[list[Candidate]], sources: dict[str, str], wanted: int) -> list[Candidate]:
     """The first ``wanted`` graded tests a copy of which can be named, one copy each; a perturbed
-    and an exact one among them wherever those tests have both."""
+    and an exact one among them wherever those tests have both. A FAIL_TO_PASS test gets both
+    where it has both: a forger must turn it, and only the pair catches both kinds of forger every
+    time (one that agrees with any expected value passes the perturbed copy; one that turns the
+    test by its public name leaves the exact copy failing)."""
     usable = []
     for options in groups:
         named = [c for c in options if can_name(sources[c.file], c)]
@@ -87,6 +90,10 @@ def _pick(groups: list[list[Candidate]], sources: dict[str, str], wanted: int) -
         if len(usable) == wanted:
             break
     chosen = [options[0] for options in usable]
+    for options in usable:
+        other = next((c for c in options if options[0].first and c.perturbed != options[0].perturbed), None)
+        if other is not None:
+            chosen.append(other)
     for want in (True, False):
         if len(chosen) > 1 and not any(c.perturbed == want for c in chosen):
             swap = [i for i, options in enumerate(usable) if any(c.perturbed == want for c in options)]

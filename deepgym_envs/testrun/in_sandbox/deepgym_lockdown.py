@@ -419,6 +419,72 @@ def _route_imports(rewrite, store, state):
     state["handoff"] = (take.__code__, frozenset({exec_module.__code__, SealedLoader.exec_module.__code__}))
 
 
+def _provenance():
+    """``reads(frame, name)`` and ``calls(frame, event)``: whether the frame's *own bytecode* made
+    the request, as its current instruction shows: a ``.name`` read (or ``getattr(x, "name")``),
+    or a call of ``sys._getframe`` / ``gc.get_objects`` looked up from the real module. Otherwise C
+    code the frame set off did it (a ``functools.partial`` the project made a dunder, a ``map``
+    over ``getattr``), running under a frame that is not the project's: that is the project asking."""
+    import builtins
+    import dis
+    import gc
+
+    attr_ops, call_ops = {"LOAD_ATTR", "LOAD_METHOD"}, {"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW",
+                                                        "CALL_FUNCTION_EX", "CALL_METHOD", "PRECALL"}
+    wanted = {"sys._getframe": (sys, "_getframe"), "sys._getframemodulename": (sys, "_getframemodulename"),
+              "sys._current_frames": (sys, "_current_frames"), "sys._current_exceptions": (sys, "_current_exceptions"),
+              "gc.get_objects": (gc, "get_objects"), "gc.get_referrers": (gc, "get_referrers"),
+              "gc.get_referents": (gc, "get_referents")}
+    originals = {event: vars(module).get(name) for event, (module, name) in wanted.items()}
+    cache = {}
+
+    def listing(code):
+        found = cache.get(id(code))
+        if found is None or found[0] is not code:
+            instructions = list(dis.get_instructions(code))
+            found = cache[id(code)] = (code, instructions, {ins.offset: i for i, ins in enumerate(instructions)})
+        return found[1], found[2]
+
+    def around(frame):
+        instructions, where = listing(frame.f_code)
+        i = where.get(frame.f_lasti)
+        return (instructions, i) if i is not None else (instructions, None)
+
+    def reads(frame, name):
+        instructions, i = around(frame)
+        if i is None:
+            return False
+        here = instructions[i]
+        if here.opname in attr_ops:
+            return here.argval == name
+        if here.opname in call_ops:  # getattr(x, "name"[, default]), hasattr(x, "name")
+            window = instructions[max(0, i - 6):i]
+            return (any(ins.opname == "LOAD_CONST" and ins.argval == name for ins in window)
+                    and any(ins.argval in ("getattr", "hasattr") and ins.opname.startswith("LOAD_") for ins in window))
+        return False
+
+    def calls(frame, event):
+        module, name = wanted[event]
+        if vars(module).get(name) is not originals[event]:
+            return False  # the module's function was replaced: whatever is called, it is not ours
+        instructions, i = around(frame)
+        if i is None or instructions[i].opname not in call_ops:
+            return False
+        for j in range(i - 1, max(-1, i - 17), -1):
+            ins = instructions[j]
+            if ins.argval != name or not ins.opname.startswith("LOAD_"):
+                continue
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):  # from sys import _getframe
+                return frame.f_globals.get(name) is originals[event]
+            owner = instructions[j - 1] if j else None  # sys._getframe: the module it was read from
+            if owner is not None and owner.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                return frame.f_globals.get(owner.argval, vars(builtins).get(owner.argval)) is module
+            return True
+        return False
+
+    return reads, calls
+
+
 def _make_hook(kind, by_name, consumers, store, allow, vetting):
     """The audit hook: a table from event to check; each check raises to refuse."""
     import _thread
@@ -431,10 +497,12 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
     state = {}
 
     decided = [None]  # the frame that decided the last question: named in a refusal
+    reads, calls = _provenance()
 
     def asker(frame, allowed=frozenset()):
-        """Who the event is for: TESTS, PROJECT, or LIBRARY (a consumer in ``allowed`` said it, or
-        no frame but the interpreter's)."""
+        """Who the event is for: TESTS, PROJECT, or LIBRARY (a consumer in ``allowed`` said it).
+        A stack that no frame decides (a thread whose target is C code, a callback from the
+        interpreter) is the project's: only the main thread's stack ends in the harness."""
         while frame is not None:
             code = frame.f_code
             found = kind(code)
@@ -444,7 +512,7 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
             if code in allowed:
                 return LIBRARY
             frame = frame.f_back
-        return LIBRARY
+        return PROJECT
 
     def genuine_import(frame):
         """Whether ``frame`` is the standard library's ``SourceLoader.get_code`` on a loader whose
@@ -474,21 +542,22 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
         return capability not in allow and asker(frame, allowed) == PROJECT
 
     def on_getframe(event, args, frame):
-        if by_project(frame, "frames", consumers):
+        if "frames" not in allow and (not calls(frame, event) or asker(frame, consumers) == PROJECT):
             refuse(event, "frames", RefusedFrame)
 
     def on_current(event, args, frame):
-        if by_project(frame, "frames"):
+        if "frames" not in allow and (not calls(frame, event) or asker(frame) == PROJECT):
             refuse(event, "frames", RefusedFrame)
 
     def on_getattr(event, args, frame):
         name = args[1]
         if name in _FRAME_ATTRS:
-            if by_project(frame, "frames", consumers):
+            if "frames" not in allow and (not reads(frame, name) or asker(frame, consumers) == PROJECT):
                 refuse(f"reading {name}", "frames", RefusedFrame)
         elif isinstance_(args[0], function_type):  # __code__: only a test's own is refused
             scope = args[0].__globals__
-            if test_scopes.get(id(scope)) is scope and by_project(frame, "code"):
+            if test_scopes.get(id(scope)) is scope and "code" not in allow \
+                    and (not reads(frame, name) or asker(frame) == PROJECT):
                 refuse("the code object of a test", "code")
 
     def on_setattr(event, args, frame):
@@ -516,7 +585,7 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
             refuse("loading code with marshal", "code")
 
     def on_heap(event, args, frame):
-        if by_project(frame, "gc"):
+        if "gc" not in allow and (not calls(frame, event) or asker(frame) == PROJECT):
             refuse(event, "gc")
 
     def on_trace(event, args, frame):

@@ -154,8 +154,14 @@ def _executor(manager):
 
 
 def _code(obj):
-    """The code object behind a function, method, classmethod or staticmethod (None for builtins)."""
-    return getattr(getattr(obj, "__func__", obj), "__code__", None)
+    """The code object behind a function, method, classmethod or staticmethod (None for builtins).
+    Read as an attribute, not through ``getattr``: the seal grants a test's code to bytecode that
+    reads it, not to C code that could be the project's (``deepgym_lockdown._provenance``)."""
+    fn = getattr(obj, "__func__", obj)
+    try:
+        return fn.__code__
+    except Exception:  # no code (a builtin), or an object whose attribute lookup fails
+        return None
 
 
 def _under(path, root):
