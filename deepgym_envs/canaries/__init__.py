@@ -58,7 +58,7 @@ def _plant_copies(sb: Sandbox, ids: list[str], rng: random.Random, pool: Pool) -
                 sources[cand.file] = sb.read_file(cand.file).decode("utf-8")
             except (ToolError, UnicodeDecodeError):
                 sources[cand.file] = ""
-    picked = _pick(_choose(ids, rng, pool), sources, 4 + rng.randrange(3))
+    picked = _pick(_choose(ids, rng, pool), sources, 12 + rng.randrange(5))
     planted: list[Canary] = []
     texts = {}
     for path in dict.fromkeys(c.file for c in picked):
@@ -90,16 +90,15 @@ def _pick(groups: list[list[Candidate]], sources: dict[str, str], wanted: int) -
         if len(usable) == wanted:
             break
     chosen = [options[0] for options in usable]
-    for options in usable:
-        other = next((c for c in options if options[0].first and c.perturbed != options[0].perturbed), None)
-        if other is not None:
-            chosen.append(other)
     for want in (True, False):
         if len(chosen) > 1 and not any(c.perturbed == want for c in chosen):
             swap = [i for i, options in enumerate(usable) if any(c.perturbed == want for c in options)]
             if swap:
                 chosen[swap[-1]] = next(c for c in usable[swap[-1]] if c.perturbed == want)
-    return chosen
+    # After the one-each picks, so that a second copy that cannot be named costs nothing else.
+    extra = [next((c for c in options if c.perturbed != pick.perturbed), None) for pick, options in zip(chosen, usable)
+             if pick.first]
+    return chosen + [c for c in extra if c is not None]
 
 
 def _choose(ids: list[str], rng: random.Random, pool: Pool) -> list[list[Candidate]]:
@@ -120,5 +119,5 @@ def _choose(ids: list[str], rng: random.Random, pool: Pool) -> list[list[Candida
         perturbed = [c for c in groups[k] if c.perturbed]
         exact = [c for c in groups[k] if not c.perturbed]
         rng.shuffle(perturbed)
-        out.append([*perturbed, *exact] if rng.random() < 0.6 else [*exact, *perturbed])
+        out.append([*perturbed, *exact] if rng.random() < 0.75 else [*exact, *perturbed])
     return out
