@@ -554,10 +554,10 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
         if name in _FRAME_ATTRS:
             if "frames" not in allow and (not reads(frame, name) or asker(frame, consumers) == PROJECT):
                 refuse(f"reading {name}", "frames", RefusedFrame)
-        elif isinstance_(args[0], function_type):  # __code__: only a test's own is refused
+        elif isinstance_(args[0], function_type):  # __code__: only a test function's own is refused
             scope = args[0].__globals__
-            if test_scopes.get(id(scope)) is scope and "code" not in allow \
-                    and (not reads(frame, name) or asker(frame) == PROJECT):
+            if test_scopes.get(id(scope)) is scope and args[0].__code__.co_name.startswith("test") \
+                    and "code" not in allow and (not reads(frame, name) or asker(frame) == PROJECT):
                 refuse("the code object of a test", "code")
 
     def on_setattr(event, args, frame):
