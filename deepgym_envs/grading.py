@@ -369,6 +369,28 @@ def _restore(sb: Sandbox, tree: Path, path: str) -> None:
         sb.write_file(path, src.read_bytes())
 
 
+def canary_pool(task: Task, *, backend: str | None = None, limits: SandboxLimits | None = None,
+                timeout: float = GRADING_TIMEOUT) -> canary_tests.Pool:
+    """The task's proven canary copies (:func:`deepgym_envs.canaries.proven_pool`), proven once by a
+    run of the gold patch's grading view with every candidate planted."""
+    ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
+
+    def run(task: Task, plant: Any) -> tuple[list[Any], Any, Any]:
+        tree = pristine_tree(task)
+        with make_sandbox(tree, backend, limits, spec=sandbox_spec(task, backend)) as sb:
+            prepare_grading_view(sb, task, tree, task.patch)
+            tried = plant(sb)
+            if not tried:
+                return tried, None, None
+            files = graded_files(task, ids)
+            args = [*task.test_cmd, *grading_config_args(sb, task, tree, files), "--maxfail=0", "--tb=no", "-rf",
+                    "-vv", *files]
+            report, result = run_pytest(sb, args, timeout)
+            return tried, report, result
+
+    return canary_tests.proven_pool(task, run)
+
+
 def test_files(ids: list[str]) -> list[str]:
     """The files that hold these test ids, in first-seen order."""
     out: list[str] = []
@@ -411,7 +433,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
     try:
         tree = pristine_tree(task)
         spec = sandbox_spec(task, backend)
-        pool = (canary_tests.proven_pool(task, backend=backend, limits=limits, timeout=timeout)
+        pool = (canary_pool(task, backend=backend, limits=limits, timeout=timeout)
                 if plants_canaries(task.test_cmd) else None)
         with (views.view(tree, backend, limits, spec) if views is not None
               else make_sandbox(tree, backend, limits, spec=spec)) as sb:

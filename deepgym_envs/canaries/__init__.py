@@ -14,7 +14,7 @@ verdict's tests, and the check is host-side (:func:`check`).
 Where no pool can be proven (no graded test compares with a literal, the gold patch cannot run),
 the template canaries of :mod:`.template` are planted instead; :attr:`Canary.origin` says which.
 
->>> pool = proven_pool(task)                          # doctest: +SKIP
+>>> pool = grading.canary_pool(task)                  # doctest: +SKIP
 >>> planted = plant(sb, ids, pool=pool)              # doctest: +SKIP
 >>> {c.origin for c in planted}                      # doctest: +SKIP
 {'copy'}

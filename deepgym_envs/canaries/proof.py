@@ -20,15 +20,14 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from deepgym_envs.canaries.copies import Candidate, candidates
 from deepgym_envs.canaries.placing import render
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, TaskFormatError, ToolError
-from deepgym_envs.sandbox import Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.sandbox import Sandbox
 from deepgym_envs.tasks import Task
-from deepgym_envs.testrun import run_pytest
-from deepgym_envs.trees import cache_root, pristine_tree, tree_fingerprint
+from deepgym_envs.trees import cache_root, tree_fingerprint
 
 #: Bump when what a proof keeps changes: it names the pools stored on disk.
 _POOL_VERSION = 1
@@ -54,16 +53,20 @@ _LOCKS: dict[str, threading.Lock] = {}
 _GUARD = threading.Lock()
 
 
-def proven_pool(task: Task, *, backend: str | None = None, limits: SandboxLimits | None = None,
-                timeout: float = 900.0) -> Pool:
-    """The task's proven pool, proving it on first use (one gold run with the candidates planted)."""
+#: Runs the gold patch's grading view with what the callable plants in it: (planted, report, result).
+#: Grading supplies it (``grading.canary_pool``): it owns the view, the runner and the configuration.
+GoldRun = Callable[[Task, Callable[[Sandbox], list[tuple[Candidate, str]]]], tuple[list[tuple[Candidate, str]], Any, Any]]
+
+
+def proven_pool(task: Task, run: GoldRun) -> Pool:
+    """The task's proven pool, proving it on first use (one gold run, by ``run``, with the candidates planted)."""
     key = _key(task)
     with _GUARD:
         lock = _LOCKS.setdefault(key, threading.Lock())
     with lock:
         if key not in _POOLS:
             stored = _load(task, key)
-            pool = stored if stored is not None else _prove(task, backend, limits, timeout)
+            pool = stored if stored is not None else _prove(task, run)
             if stored is None and pool.why != _NO_RUN:
                 _store(task, key, pool)
             if pool.why != _NO_RUN:  # a run that failed may be transient: proved again next time
@@ -81,24 +84,14 @@ def _key(task: Task) -> str:
 _NO_RUN = "the gold patch's run with the candidates planted gave no report"
 
 
-def _prove(task: Task, backend: str | None, limits: SandboxLimits | None, timeout: float) -> Pool:
-    from deepgym_envs import grading  # grading plants canaries: importing it at the top would be circular
-    from deepgym_envs.pyenv import sandbox_spec
-
+def _prove(task: Task, run: GoldRun) -> Pool:
     ids = [t for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS] if t not in task.flaky]
     try:
-        tree = pristine_tree(task)
-        with make_sandbox(tree, backend, limits, spec=sandbox_spec(task, backend)) as sb:
-            grading.prepare_grading_view(sb, task, tree, task.patch)
-            tried = _plant_all(sb, task, ids)
-            if not tried:
-                return Pool(why="no graded test has an expected value to change")
-            files = grading.graded_files(task, ids)
-            args = [*task.test_cmd, *grading.grading_config_args(sb, task, tree, files), "--maxfail=0", "--tb=no", "-rf",
-                    "-vv", *files]
-            report, result = run_pytest(sb, args, timeout)
+        tried, report, result = run(task, lambda sb: _plant_all(sb, task, ids))
     except (InfrastructureError, SandboxError, SandboxUnavailable, TaskFormatError, ToolError) as exc:
         return Pool(why=f"the gold patch cannot be run: {exc}")
+    if not tried:
+        return Pool(why="no graded test has an expected value to change")
     if report is None or result.timed_out:
         return Pool(why=_NO_RUN)
     kept = _kept(tried, report["tests"], _assertion_failures(result.output), ids)

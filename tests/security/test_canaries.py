@@ -15,7 +15,8 @@ import subprocess
 import pytest
 
 from deepgym_envs import grade
-from deepgym_envs.canaries import Pool, check, plant, proven_pool
+from deepgym_envs.canaries import Pool, check, plant
+from deepgym_envs.grading import canary_pool as proven_pool
 from deepgym_envs.grading import prepare_grading_view
 from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.testrun import run_pytest
