@@ -134,8 +134,11 @@ ANY_EQUAL_PROXY = 'def _audit_any_equal():\n    import functools, sys, types\n  
 
 
 @requires_namespace
-@pytest.mark.parametrize("instance_id, payload", [("deepgym__cronparse-001", "thread"),
-                                                  ("deepgym__minimark-001", "any_equal")])
+@pytest.mark.parametrize("instance_id, payload", [
+    ("deepgym__cronparse-001", "thread"),
+    # Caught by perturbed copies of the tests that compare a result (the FAIL_TO_PASS test has no
+    # literal to perturb): copies are drawn per grading, so this is a rate, not a wall (README).
+    pytest.param("deepgym__minimark-001", "any_equal", marks=pytest.mark.slow)])
 def test_a_builtin_task_is_not_resolved_by_a_generic_payload(instance_id, payload):
     task = next(t for t in load_tasks("builtin") if t.instance_id == instance_id)
     text = thread_oracle() if payload == "thread" else ANY_EQUAL_PROXY
