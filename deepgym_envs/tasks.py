@@ -59,8 +59,9 @@ class Task:
     """Test ids known to be flaky; excluded from rewards."""
     trust: list[str] = field(default_factory=list)
     """Capabilities the code under test keeps while it is graded, because the task's pristine tests
-    need them (the gold run says so): any of ``frames``, ``code``, ``gc``, ``trace``, ``ctypes``
-    (see ``testrun/in_sandbox/deepgym_lockdown.py``). Empty, the default, is the full seal."""
+    need them (the gold run says so): any of ``frames``, ``code``, ``gc``, ``trace``, ``ctypes``, and
+    ``source`` (the hidden test files are not blanked: tests that compare tracebacks showing their own
+    lines), see ``testrun/in_sandbox/deepgym_lockdown.py``. Empty, the default, is the full seal."""
     harness: str = ""
     """How tests are chosen and counted: ``swebench`` (the official harness: the files of
     ``test_patch`` run, ``xfailed`` passes, skipped PASS_TO_PASS tests do not fail), ``deepgym``
@@ -103,7 +104,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(Task)}
 _LIST_FIELDS = {"FAIL_TO_PASS", "PASS_TO_PASS", "test_cmd", "flaky", "trust"}
 _BOOL_FIELDS = {"gold_reverse_base"}
 #: What a task's ``trust`` may grant (the seal's capabilities, ``deepgym_lockdown.CAPABILITIES``).
-TRUST_CAPABILITIES = ("frames", "code", "gc", "trace", "ctypes")
+TRUST_CAPABILITIES = ("frames", "code", "gc", "trace", "ctypes", "source")
 
 
 #: Files of a test patch SWE-bench's harness does not hand to the test runner.
