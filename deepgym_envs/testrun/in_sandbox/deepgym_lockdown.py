@@ -51,6 +51,14 @@ _CTYPES_EVENTS = ("ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctype
                   "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.create_string_buffer",
                   "ctypes.create_unicode_buffer", "ctypes.call_function")
 LIBRARY, PROJECT, TESTS = 0, 1, 2
+#: Functions of installed packages that read the caller's frame only to decide something small
+#: (a module name, whether to use real time, a warning's stack level) and hand no frame back:
+#: function name -> the end of its file's path. Allowed to everyone, as the stdlib's consumers are.
+_INSTALLED_CONSUMERS = {
+    "_should_use_real_time": "/freezegun/api.py",   # is the caller in an ignored module?
+    "_importer_stacklevel": "/dateutil/zoneinfo/__init__.py",  # a warning's stack level
+    "make_sentinel": "/boltons/typeutils.py",         # the calling module's name, for pickling
+}
 _PLACEHOLDER_LIMIT = 1 << 22
 
 
@@ -498,6 +506,12 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
     state = {}
 
     decided = [None]  # the frame that decided the last question: named in a refusal
+
+    def installed_consumer(code):
+        """An installed package's function that reads its caller's frame only for a name or a bool
+        (``_INSTALLED_CONSUMERS``): installed, so not the change's; its file is not in the workspace."""
+        suffix = _INSTALLED_CONSUMERS.get(code.co_name)
+        return suffix is not None and code.co_filename.endswith(suffix)
     reads, calls = _provenance()
 
     def asker(frame, allowed=frozenset()):
@@ -510,7 +524,7 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
             if found != LIBRARY:
                 decided[0] = frame
                 return found
-            if code in allowed:
+            if code in allowed or (allowed and installed_consumer(code)):
                 return LIBRARY
             frame = frame.f_back
         return PROJECT
