@@ -87,7 +87,7 @@ def _library_roots(workspace, support):
                         and not _under(r, support)))
 
 
-def _classifier(workspace, support, codes):
+def _classifier(workspace, support, codes, sealed=frozenset()):
     """``kind(code)``: TESTS for the hidden tests' own code objects (by identity: a file the project
     writes at run time, whatever its name, is not one of them) and the harness's files; PROJECT for
     the workspace, generated code and anything else nothing vouches for; LIBRARY for the
@@ -105,8 +105,11 @@ def _classifier(workspace, support, codes):
         if not isabs(name):
             return PROJECT  # "<string>", generated code, relative names: nothing vouches for them
         path = realpath(name)
-        if _under(path, support):
-            return TESTS  # read-only in every sandbox, and no code may claim it (see on_compile)
+        if _under(path, support) or path in sealed:
+            # The harness's files (read-only in every sandbox) and the hidden test files, whose code
+            # a library may compile for the tests (hypothesis's @given wrapper claims the test's
+            # file): the project may not compile or make code claiming either (see on_compile).
+            return TESTS
         if _under(path, workspace):
             return PROJECT
         return LIBRARY if any(_under(path, root) for root in libraries) else PROJECT
@@ -281,7 +284,7 @@ def seal(workspace, support, test_files, compiled, allow=(), holders=(), not_tes
     _undumpable()
     _no_proc_writes()
     kind, by_name, register = _classifier(workspace, support, _all_codes(
-        [c for entry in store.values() for c in entry[:2] if c is not None]))
+        [c for entry in store.values() for c in entry[:2] if c is not None]), frozenset(store))
     consumers = _consumers()
     _purge_raw_modules(holders)
     import _pytest.assertion.rewrite as rewrite
@@ -481,7 +484,13 @@ def _provenance():
             return False
         for j in range(i - 1, max(-1, i - 17), -1):
             ins = instructions[j]
-            if ins.argval != name or not ins.opname.startswith("LOAD_"):
+            if not ins.opname.startswith("LOAD_"):
+                continue
+            if ins.argval != name:  # an alias: getframe = sys._getframe, from sys import _getframe as f
+                if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and frame.f_globals.get(ins.argval) is originals[event]:
+                    return True
+                if ins.opname in ("LOAD_FAST", "LOAD_DEREF") and frame.f_locals.get(ins.argval) is originals[event]:
+                    return True
                 continue
             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):  # from sys import _getframe
                 return frame.f_globals.get(name) is originals[event]
@@ -491,7 +500,13 @@ def _provenance():
             return True
         return False
 
-    return reads, calls
+    def direct_call(frame):
+        """Whether the frame's current instruction is a call (not an operator, a truth test or an
+        attribute lookup whose dunder is C code someone else chose)."""
+        instructions, i = around(frame)
+        return i is not None and instructions[i].opname in call_ops
+
+    return reads, calls, direct_call
 
 
 def _make_hook(kind, by_name, consumers, store, allow, vetting):
@@ -512,7 +527,7 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
         (``_INSTALLED_CONSUMERS``): installed, so not the change's; its file is not in the workspace."""
         suffix = _INSTALLED_CONSUMERS.get(code.co_name)
         return suffix is not None and code.co_filename.endswith(suffix)
-    reads, calls = _provenance()
+    reads, calls, direct_call = _provenance()
 
     def asker(frame, allowed=frozenset()):
         """Who the event is for: TESTS, PROJECT, or LIBRARY (a consumer in ``allowed`` said it).
@@ -583,12 +598,14 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
         name = args[1] if len(args) > 1 else None
         if isinstance_(name, bytes_):
             name = name.decode(errors="replace")
-        if isinstance_(name, str_) and by_name(name) == TESTS and by_project(frame, "code"):
+        if isinstance_(name, str_) and by_name(name) == TESTS and "code" not in allow \
+                and (not direct_call(frame) or asker(frame) == PROJECT):
             refuse(f"compiling code that claims to be {name}", "code")
 
     def on_code_new(event, args, frame):
         name = args[1] if len(args) > 1 else None
-        if isinstance_(name, str_) and by_name(name) == TESTS and by_project(frame, "code"):
+        if isinstance_(name, str_) and by_name(name) == TESTS and "code" not in allow \
+                and (not direct_call(frame) or asker(frame) == PROJECT):
             refuse(f"making code that claims to be {name}", "code")
 
     def on_marshal(event, args, frame):
