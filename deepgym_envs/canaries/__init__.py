@@ -29,7 +29,7 @@ from deepgym_envs.canaries.canary import Canary, Expect, check
 from deepgym_envs.canaries.copies import Candidate
 from deepgym_envs.canaries.placing import can_name, render
 from deepgym_envs.canaries.proof import Pool, proven_pool
-from deepgym_envs.canaries.template import plant_templates
+from deepgym_envs.canaries.template import plant_templates, project_keeps_state
 from deepgym_envs.errors import ToolError
 from deepgym_envs.sandbox import Sandbox
 
@@ -46,6 +46,10 @@ def plant(sb: Sandbox, ids: list[str], rng: random.Random | None = None, pristin
     decides how they call the project).
     """
     rng = rng or random.SystemRandom()
+    # Copies call the project as their originals do: where it keeps state between calls, a copy
+    # that runs first could change an original's outcome (an honest partial fix would lose a test).
+    if pool is not None and pool.usable and pristine is not None and project_keeps_state(sb, ids, pristine):
+        pool = None
     planted = _plant_copies(sb, ids, rng, pool) if pool is not None and pool.usable else []
     return planted or plant_templates(sb, ids, rng, pristine)
 

@@ -55,6 +55,23 @@ class _Layout:
     roots: set[str]  # top-level modules of the project the file imports
 
 
+def project_keeps_state(sb: Sandbox, ids: list[str], pristine: Path) -> bool:
+    """Whether the pristine project the graded files import keeps state between calls (see
+    :func:`_project`): then a copy of a test that calls it could change a later test's outcome."""
+    roots: set[str] = set()
+    for path in dict.fromkeys(i.split("::", 1)[0] for i in ids):
+        if not path.endswith(".py"):
+            continue
+        try:
+            source = sb.read_file(path).decode("utf-8")
+        except (ToolError, UnicodeDecodeError):
+            continue
+        layout = _layout_of(source, tuple(i for i in ids if i.startswith(path + "::")))
+        if layout is not None:
+            roots |= layout.roots
+    return not _project(pristine, frozenset(roots)).stateless
+
+
 def plant_templates(sb: Sandbox, ids: list[str], rng: random.Random | None = None, pristine: Path | None = None) -> list[Canary]:
     """Plant canaries in the files holding ``ids`` (host-side writes); return what was planted.
 
