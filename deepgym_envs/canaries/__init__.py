@@ -62,7 +62,7 @@ def _plant_copies(sb: Sandbox, ids: list[str], rng: random.Random, pool: Pool) -
                 sources[cand.file] = sb.read_file(cand.file).decode("utf-8")
             except (ToolError, UnicodeDecodeError):
                 sources[cand.file] = ""
-    picked = _pick(_choose(ids, rng, pool), sources, 12 + rng.randrange(5))
+    picked = _pick(_choose(ids, rng, pool), sources, 6 + rng.randrange(3))
     planted: list[Canary] = []
     texts = {}
     for path in dict.fromkeys(c.file for c in picked):
