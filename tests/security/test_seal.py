@@ -10,6 +10,7 @@ before the seal every probe here resolved.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -267,3 +268,29 @@ def test_validate_names_the_capability_a_task_needs(tmp_path):
     assert not report.valid
     assert any('"trust": ["frames"]' in p for p in report.problems), report.problems
     assert validate_task(dataclasses.replace(task, trust=["frames"])).valid
+
+
+def test_a_project_that_is_pytest_is_refused_not_run_on_its_own_pytest(tmp_path):
+    """Class F: where pytest is not the interpreter's own but the repository's (a row whose project
+    is pytest), the runner used to load the report plugin and pytest's machinery from the
+    workspace, so a hook added there was "pytest's own". Now it refuses, and says why."""
+    import subprocess
+    import sys
+    import venv
+
+    import deepgym_envs.testrun
+
+    runner = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_pytest.py"
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "env")  # a Python without pytest
+    work = tmp_path / "work"
+    (work / "_pytest").mkdir(parents=True)
+    (work / "pytest.py").write_text("import sys\nsys.stdout.write('THE WORKSPACE PYTEST RAN\\n')\n"
+                                    "def main(*a, **k):\n    return 0\n")
+    for name in ("__init__", "python", "reports", "runner"):
+        (work / "_pytest" / f"{name}.py").write_text("")
+    python = tmp_path / "env" / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    out = subprocess.run([str(python), str(runner), "tests"], cwd=work, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(work), "DEEPGYM_SEAL": "1", "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert out.returncode == 4, (out.returncode, out.stdout, out.stderr)
+    assert "only in the repository under test" in out.stderr
+    assert "THE WORKSPACE PYTEST RAN" not in out.stdout + out.stderr
