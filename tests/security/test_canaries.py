@@ -103,7 +103,9 @@ def test_a_blanket_forger_is_caught_by_the_must_fail_canaries(toy_task, grading_
 def test_a_forger_that_drops_unknown_tests_is_caught_by_missing_canaries(toy_task):
     v = grade(toy_task, append_to_init(ONLY_KNOWN_TESTS + "\n\n" + SWALLOW_FAILURES))
     assert v.status == "unresolved" and v.tampered, v.reason
-    assert "was never reported" in v.reason
+    # Whichever layer sees it first: the missing canaries, or the machinery check (pytest's
+    # Function._getobj, which the forger replaces to drop what it does not know).
+    assert "was never reported" in v.reason or "python.Function._getobj replaced" in v.reason, v.reason
 
 
 @requires_namespace
