@@ -27,6 +27,15 @@ F2P = "tests/test_ops.py::test_clamp_above"
 INIT = "from calc.ops import clamp, mean\n"
 
 
+def caught(v: object, seen: str) -> bool:
+    """Unresolved, and seen: marked tampered for ``seen``, or stopped before any test ran by the seal,
+    which refuses what the forger reaches for (its refusal is in the log)."""
+    assert v.status == "unresolved", v.reason
+    sealed = "refused to the code under test" in v.log
+    assert (v.tampered and seen in v.reason) or sealed, (v.reason, v.log[-2000:])
+    return True
+
+
 def append_to_init(payload: str) -> str:
     """A patch adding ``payload`` to the toy package's ``__init__`` (imported by every test)."""
     lines = (INIT + "\n" + payload).splitlines()
@@ -123,22 +132,19 @@ _forge_line()
 @requires_namespace
 def test_writing_the_plugins_outcome_state_does_not_resolve(toy_task):
     v = grade(toy_task, append_to_init(WRITE_PLUGIN_STATE))
-    assert v.status == "unresolved", v.reason
-    assert v.tampered and "tampered" in v.reason  # every outcome "passed": the must-fail canaries too
+    assert caught(v, "tampered")  # every outcome "passed": the must-fail canaries too
 
 
 @pytest.mark.slow
 def test_a_plugin_registered_at_import_that_skips_test_bodies_is_caught(toy_task, grading_backend):
     v = grade(toy_task, append_to_init(SKIP_TEST_BODIES), backend=grading_backend)
-    assert v.status == "unresolved", v.reason
-    assert v.tampered and "pytest_pyfunc_call added by skip-bodies" in v.reason
+    assert caught(v, "pytest_pyfunc_call added by skip-bodies")
 
 
 @pytest.mark.slow
 def test_a_forged_outcome_line_with_the_plugins_nonce_is_caught(toy_task, grading_backend):
     v = grade(toy_task, append_to_init(FORGE_OUTCOME_LINE), backend=grading_backend)
-    assert v.status == "unresolved", v.reason
-    assert v.tampered and "two outcomes reported for one test" in v.reason
+    assert caught(v, "two outcomes reported for one test")
 
 
 @pytest.mark.slow
@@ -244,8 +250,7 @@ _hollow_graded()
                          ids=["closure-cell", "hollowed-body"])
 def test_forging_only_the_graded_tests_by_name_is_caught(toy_task, payload, seen):
     v = grade(toy_task, append_to_init(payload))
-    assert v.status == "unresolved" and v.tampered, v.reason
-    assert seen in v.reason
+    assert caught(v, seen)
 
 
 #: By behaviour, not by name: every test's body becomes a trampoline that calls the real body and
@@ -315,8 +320,7 @@ def test_a_body_swapped_for_code_claiming_the_test_file_is_caught(toy_task, grad
     code says it comes from (co_filename, co_firstlineno) is writable and proves nothing."""
     v = grade(toy_task, append_to_init(_disguised_hollowing() if payload == "disguised-hollowing" else TRAMPOLINE_BODIES),
               backend=grading_backend)
-    assert v.status == "unresolved" and v.tampered, v.reason
-    assert "differs from its test file" in v.reason, v.reason
+    assert caught(v, "differs from its test file")
 
 
 #: Test shapes whose function is not simply the ``def`` in the file: none may read as a swapped
@@ -471,8 +475,7 @@ def test_test_shapes_that_wrap_or_inherit_are_never_tampered(toy_task):
 def test_a_profile_function_left_set_by_the_code_under_test_is_tampering(toy_task):
     """What a trampoline watches project code with (grading runs no debugger and no coverage)."""
     v = grade(toy_task, append_to_init("import sys\nsys.setprofile(lambda frame, event, arg: None)\n"))
-    assert v.status == "unresolved" and v.tampered, v.reason
-    assert "a trace or profile function was set during" in v.reason
+    assert caught(v, "a trace or profile function was set during")
 
 
 GIVEN_TESTS = '''\
