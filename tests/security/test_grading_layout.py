@@ -103,6 +103,8 @@ def test_a_caught_forgery_earns_no_progress(toy_task):
                              "        break\n"
                              "EOF")
     verdict = grade(toy_task, forge)
-    assert verdict.status == "unresolved" and verdict.tampered, verdict.reason
+    # Caught by the plugin (tampered), or before any test ran by the seal, which refuses the gc walk.
+    assert verdict.status == "unresolved", verdict.reason
+    assert verdict.tampered or "refused to the code under test" in verdict.log, verdict.reason
     assert verdict.fail_to_pass["passed"] == 0 and verdict.pass_to_pass["passed"] == 0
     assert potential(verdict) < potential(grade(toy_task, ""))
