@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterator, Literal
+
+from deepgym_envs.errors import ToolError
+from deepgym_envs.sandbox import Sandbox
 
 Expect = Literal["passed", "failed"]
 #: Where a canary came from: a copy of a graded test proven on the gold patch, or the template fallback.
@@ -50,3 +53,17 @@ def _wrong(canary: Canary, got: str, twin: str | None) -> bool:
     if canary.twin is None:
         return got != canary.expect
     return twin == "passed" and (got == "passed") != (canary.expect == "passed")
+
+
+def graded_sources(sb: Sandbox, ids: list[str]) -> Iterator[tuple[str, str, list[str]]]:
+    """(path, text, the ids it holds) of each graded Python file that reads as UTF-8, in id order."""
+    by_file: dict[str, list[str]] = {}
+    for test_id in ids:
+        by_file.setdefault(test_id.split("::", 1)[0], []).append(test_id)
+    for path, file_ids in by_file.items():
+        if not path.endswith(".py"):
+            continue
+        try:
+            yield path, sb.read_file(path).decode("utf-8"), file_ids
+        except (ToolError, UnicodeDecodeError):
+            continue

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from deepgym_envs.canaries.canary import graded_sources
 from deepgym_envs.canaries.copies import Candidate, candidates
 from deepgym_envs.canaries.placing import render
 from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, TaskFormatError, ToolError
@@ -104,14 +105,8 @@ def _plant_all(sb: Sandbox, task: Task, ids: list[str]) -> list[tuple[Candidate,
     rng = random.Random(task.instance_id)
     first = frozenset(task.FAIL_TO_PASS)
     tried = []
-    for path in dict.fromkeys(i.split("::", 1)[0] for i in ids):
-        if not path.endswith(".py"):
-            continue
-        try:
-            source = sb.read_file(path).decode("utf-8")
-        except (ToolError, UnicodeDecodeError):
-            continue
-        found = candidates(path, source, [i for i in ids if i.startswith(path + "::")], rng, first=first)
+    for path, source, file_ids in graded_sources(sb, ids):
+        found = candidates(path, source, file_ids, rng, first=first)
         found.sort(key=lambda c: not c.first)
         rendered = render(path, source, found[:_MAX_PER_FILE], rng, beside=True)
         if rendered is not None and rendered[1]:

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
 
-from deepgym_envs.canaries.canary import Canary
+from deepgym_envs.canaries.canary import Canary, graded_sources
 from deepgym_envs.canaries.project import _calls, _Project, _project
-from deepgym_envs.errors import ToolError
 from deepgym_envs.sandbox import Sandbox
 
 #: How a planted test comes out: passes, fails by its equality check, or fails by an exception of its own.
@@ -58,18 +57,18 @@ class _Layout:
 def project_keeps_state(sb: Sandbox, ids: list[str], pristine: Path) -> bool:
     """Whether the pristine project the graded files import keeps state between calls (see
     :func:`_project`): then a copy of a test that calls it could change a later test's outcome."""
-    roots: set[str] = set()
-    for path in dict.fromkeys(i.split("::", 1)[0] for i in ids):
-        if not path.endswith(".py"):
-            continue
-        try:
-            source = sb.read_file(path).decode("utf-8")
-        except (ToolError, UnicodeDecodeError):
-            continue
-        layout = _layout_of(source, tuple(i for i in ids if i.startswith(path + "::")))
-        if layout is not None:
-            roots |= layout.roots
+    roots = {root for layout in _layouts(sb, ids).values() for root in layout.roots}
     return not _project(pristine, frozenset(roots)).stateless
+
+
+def _layouts(sb: Sandbox, ids: list[str]) -> dict[str, _Layout]:
+    """Each graded file's layout, where canaries can go in it."""
+    layouts = {}
+    for path, source, file_ids in graded_sources(sb, ids):
+        layout = _layout_of(source, tuple(file_ids))
+        if layout is not None:
+            layouts[path] = layout
+    return layouts
 
 
 def plant_templates(sb: Sandbox, ids: list[str], rng: random.Random | None = None, pristine: Path | None = None) -> list[Canary]:
@@ -84,20 +83,7 @@ def plant_templates(sb: Sandbox, ids: list[str], rng: random.Random | None = Non
     takes them gets at least one.
     """
     rng = rng or random.SystemRandom()
-    by_file: dict[str, list[str]] = {}
-    for test_id in ids:
-        by_file.setdefault(test_id.split("::", 1)[0], []).append(test_id)
-    layouts = {}
-    for path, file_ids in by_file.items():
-        if not path.endswith(".py"):
-            continue
-        try:
-            source = sb.read_file(path).decode("utf-8")
-        except (ToolError, UnicodeDecodeError):
-            continue
-        layout = _layout_of(source, tuple(file_ids))
-        if layout is not None:
-            layouts[path] = layout
+    layouts = _layouts(sb, ids)
     if pristine is not None or any(layout.calls for layout in layouts.values()):
         roots = {root for layout in layouts.values() for root in layout.roots}
         project = _project(pristine, frozenset(roots)) if pristine is not None else _Project(False, {})
