@@ -102,8 +102,10 @@ def _machinery():
     return table
 
 
-#: pytest's modules whose functions and classes decide what a test's own checks conclude.
-_TEST_API_MODULES = ("_pytest.python_api", "_pytest.raises", "_pytest.recwarn", "_pytest.outcomes")
+#: What a test checks through, as pytest exports it. Its modules are found from these objects, not
+#: named: pytest moves them (``approx`` and ``raises`` left ``_pytest.python_api`` in 8.4 and 9.x).
+_TEST_API_EXPORTS = ("approx", "raises", "warns", "deprecated_call", "fail", "skip", "xfail", "importorskip",
+                     "RaisesGroup", "RaisesExc")
 #: Methods that, added to a class that lacks them, change what its instances do in a check.
 _OVERRIDES = ("__eq__", "__ne__", "__bool__", "__enter__", "__exit__", "__call__", "__getattr__",
               "__getattribute__", "__init__", "__new__")
@@ -118,14 +120,16 @@ def _test_api():
     import unittest.case
 
     table = {}
-    modules = [sys.modules[name] for name in _TEST_API_MODULES if name in sys.modules]
+    names = {getattr(getattr(pytest, attr, None), "__module__", None) for attr in _TEST_API_EXPORTS}
+    api = sorted(name for name in names if name and name.startswith("_pytest."))
+    modules = [sys.modules[name] for name in api if name in sys.modules]
     classes = []
     for module in [pytest, *modules]:
         label = "pytest" if module is pytest else module.__name__
         for attr, value in list(vars(module).items()):
             if callable(value) and not isinstance(value, types.ModuleType) and not attr.startswith("__"):
                 table[f"{label}.{attr}"] = (module, attr)
-                if isinstance(value, type) and value.__module__ in _TEST_API_MODULES:
+                if isinstance(value, type) and value.__module__ in api:
                     classes.append(value)
     classes += [value for attr, value in vars(unittest.case).items() if isinstance(value, type)
                 and (attr.startswith("_Assert") or attr == "_Outcome")]
