@@ -30,8 +30,8 @@ from typing import Any, Sequence
 import gymnasium as gym
 
 from deepgym_envs.actions import parse_action
-from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError
-from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox
+from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError, agent_shaped
+from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox, unresolved_all
 from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.defaults import MAX_STEPS
 from deepgym_envs.rewards import SHAPING, RewardConfig, RewardModel, potential
@@ -204,10 +204,11 @@ class SWEEnv(gym.Env[str, str]):
         info: dict[str, Any] = {"step": self._steps}
         invalid, submitted, changed, viewed_gold = False, False, False, False
         try:
-            call = parse_action(action)
-            _check_unicode(call.arguments)
-            info["tool_call"] = call.to_dict()
-            result = self._tools(call)
+            with agent_shaped("the action"):  # the agent's action and workspace: a crash over them is the agent's
+                call = parse_action(action)
+                _check_unicode(call.arguments)
+                info["tool_call"] = call.to_dict()
+                result = self._tools(call)
             obs, submitted, changed = result.output, result.submitted, result.changed_workspace
             info.update(result.info)
             viewed_gold = call.name == "view" and _normpath(call.arguments.get("path")) in self.task.gold_files
@@ -295,10 +296,17 @@ class SWEEnv(gym.Env[str, str]):
         async mode, not known yet: the diff, snapshotted now, is graded in the background)."""
         assert self.task is not None and self._sandbox is not None
         try:
-            patch = self._sandbox.diff()
+            with agent_shaped("diffing the workspace"):
+                patch = self._sandbox.diff()
         except InfrastructureError as exc:
             info["progress_no_verdict"] = str(exc)
             return None
+        except ToolError as exc:  # a change past the host's bounds: the agent's, Φ of a change that fails all
+            verdict = unresolved_all(self.task, str(exc))
+            phi = potential(verdict, self.rewards.config.p2p_weight)
+            info["progress"] = _progress_info(verdict, phi)
+            self._graded_patch = None
+            return phi
         if patch == self._graded_patch:
             return None
         self._graded_patch = patch

@@ -88,18 +88,81 @@ def git_env() -> dict[str, str]:
     return env
 
 
+class OutputLimit(Exception):
+    """git wrote more than the caller's ``limit`` to stdout; it was stopped there."""
+
+
 def run_git(args: list[str], *, cwd: str | Path = "/", input: str | None = None, check: bool = True,
-            env: dict[str, str] | None = None, wrap: list[str] | tuple[str, ...] = ()) -> str:
+            env: dict[str, str] | None = None, wrap: list[str] | tuple[str, ...] = (),
+            timeout: float | None = None, limit: int | None = None) -> str:
     """Run git on the host with a fixed environment; argv only, never a shell string.
 
     ``wrap`` prefixes the argv (for example ``nsenter ...`` to run in a sandbox's mount namespace).
+    ``timeout``: git is killed after it (``subprocess.TimeoutExpired``). ``limit``: stdout is read
+    as it comes, and git is killed once it wrote more bytes than this (:class:`OutputLimit`).
     """
-    proc = subprocess.run([*wrap, "git", *args], cwd=cwd, input=input, capture_output=True, text=True,
-                          env={**git_env(), **(env or {})}, errors="surrogateescape")
+    argv, full_env = [*wrap, "git", *args], {**git_env(), **(env or {})}
+    if limit is not None:
+        return _run_git_bounded(argv, args, cwd, input, check, full_env, timeout, limit)
+    proc = subprocess.run(argv, cwd=cwd, input=input, capture_output=True, text=True, timeout=timeout,
+                          env=full_env, errors="surrogateescape")
     if check and proc.returncode != 0:
         stderr = proc.stderr.strip()[:2000]
         raise GitError(f"git {_git_command(args)} in {_git_place(args, cwd)} failed: {stderr}", stderr)
     return proc.stdout
+
+
+def _run_git_bounded(argv: list[str], args: list[str], cwd: str | Path, input: str | None, check: bool, env: dict[str, str],
+                     timeout: float | None, limit: int) -> str:
+    """:func:`run_git` with stdout streamed into a buffer that stops at ``limit`` bytes."""
+    import tempfile
+    import threading
+
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=err)
+        fired = threading.Event()
+
+        def expire() -> None:
+            fired.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, expire) if timeout else None
+        feeder = threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True) if input is not None else None
+        try:
+            if timer:
+                timer.start()
+            if feeder:
+                feeder.start()
+            out = bytearray()
+            while chunk := proc.stdout.read(1 << 16):
+                out += chunk
+                if len(out) > limit:
+                    proc.kill()
+                    raise OutputLimit(f"git {_git_command(args)} wrote more than {limit} bytes")
+            proc.wait()
+        finally:
+            if timer:
+                timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+            proc.stdout.close()
+            proc.wait()
+        if fired.is_set():
+            raise subprocess.TimeoutExpired(argv, timeout)
+        if check and proc.returncode != 0:
+            err.seek(0)
+            stderr = err.read(4000).decode("utf-8", "replace").strip()[:2000]
+            raise GitError(f"git {_git_command(args)} in {_git_place(args, cwd)} failed: {stderr}", stderr)
+    return out.decode("utf-8", "surrogateescape")
+
+
+def _feed(pipe, text: str) -> None:
+    try:
+        pipe.write(text.encode("utf-8", "surrogateescape"))
+        pipe.close()
+    except (BrokenPipeError, OSError):
+        pass
 
 
 def _git_command(args: list[str]) -> str:

@@ -32,6 +32,7 @@ never from the text of an error message.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -50,7 +51,8 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from deepgym_envs import canaries as canary_tests
-from deepgym_envs.errors import InfrastructureError, SandboxError, SandboxUnavailable, TaskFormatError, ToolError
+from deepgym_envs.errors import (InfrastructureError, SandboxError, SandboxUnavailable, TaskFormatError, ToolError,
+                                 agent_shaped)
 from deepgym_envs.gitrepo import GitError, run_git
 from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import HostPaths, Sandbox, SandboxLimits, make_sandbox
@@ -409,6 +411,23 @@ def graded_files(task: Task, ids: list[str]) -> list[str]:
     return test_files(ids)
 
 
+def _agents_failure_is_unresolved(grading):
+    """The grading path's half of :func:`deepgym_envs.errors.agent_shaped`: an exception no part of
+    grading raised on purpose, over a change the agent shaped, is that change's ``unresolved``."""
+
+    @functools.wraps(grading)
+    def graded(task: Task, patch: str, **kwargs: Any) -> Verdict:
+        start = time.monotonic()
+        try:
+            with agent_shaped("grading"):
+                return grading(task, patch, **kwargs)
+        except ToolError as exc:
+            return unresolved_all(task, str(exc), time.monotonic() - start)
+
+    return graded
+
+
+@_agents_failure_is_unresolved
 def grade(task: Task, patch: str, *, backend: str | None = None, limits: SandboxLimits | None = None,
           timeout: float = GRADING_TIMEOUT, views: ViewPool | None = None, select: bool = False) -> Verdict:
     """Grade a unified diff against the task's pristine tree with its hidden tests.
@@ -426,6 +445,10 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
     (``Verdict.selected`` counts the tests run).
     """
     start = time.monotonic()
+    most = 2 * (limits or SandboxLimits()).change_bytes
+    if most and len(patch) > most:  # what a workspace's diff may hold (SandboxLimits.change_bytes)
+        return unresolved_all(task, f"the change's diff is {len(patch)} characters, more than the {most} a change's "
+                                    "diff may hold")
     tmap = load_map(task) if select else None
     if task.flaky:
         warnings.warn(f"{task.instance_id}: flaky tests excluded from grading: {', '.join(task.flaky)}",
@@ -453,7 +476,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
                 # fact, not the message, which echoes the patch's file names) makes it the harness's.
                 if host_disk_short():
                     raise SandboxError(f"the host is short of disk space: {exc}") from None
-                return _unresolved_all(task, f"patch does not apply: {exc}", time.monotonic() - start)
+                return unresolved_all(task, f"patch does not apply: {exc}", time.monotonic() - start)
             # Every canary must run: a failing one must not stop the session (-x in a config's addopts).
             extra = ["--maxfail=0"] if planted else []
             report, result = run_pytest(sb, [*task.test_cmd, *config, *extra, "-rA", *files], timeout,
@@ -470,7 +493,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
         # The harness did its part (the view started, the tests ran); what ran too long is the
         # change under test, so this counts against it, as in SWE-bench. Masking it would let a
         # policy turn any failure into a dropped rollout by making the tests hang.
-        return _unresolved_all(task, f"the hidden tests ran longer than {timeout:.0f}s (a hang or an endless "
+        return unresolved_all(task, f"the hidden tests ran longer than {timeout:.0f}s (a hang or an endless "
                                      "loop in the change counts against it)", time.monotonic() - start)
     if run is not None:
         return _merge_selected(task, tmap, run, judge(_only(task, run), report, result, time.monotonic() - start,
@@ -784,7 +807,8 @@ def foreign_bodies(ids: list[str], bodies: dict[str, list[Any]], workdir: str,
     return out[:3]
 
 
-def _unresolved_all(task: Task, reason: str, duration: float) -> Verdict:
+def unresolved_all(task: Task, reason: str, duration: float = 0.0) -> Verdict:
+    """Every graded test missing: what a change the hidden tests never ran against earns."""
     ids = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
     return Verdict("unresolved", {t: "missing" for t in ids},
                    {"passed": 0, "total": len(task.FAIL_TO_PASS)}, {"passed": 0, "total": len(task.PASS_TO_PASS)},
@@ -836,7 +860,10 @@ def _merge_selected(task: Task, tmap: TestMap, run: list[str], verdict: Verdict)
 def grade_sandbox(task: Task, sb: Sandbox, *, cache: VerdictCache | None = None, **kwargs: Any) -> Verdict:
     """Grade the current state of an agent's sandbox (through its diff; the sandbox is untouched)."""
     try:
-        patch = sb.diff()
+        with agent_shaped("diffing the workspace"):
+            patch = sb.diff()
     except InfrastructureError as exc:
         return Verdict.no_verdict(f"could not read the agent's workspace: {exc}")
+    except ToolError as exc:  # the change is past the host's bounds: the agent's outcome
+        return unresolved_all(task, str(exc))
     return cache.grade(task, patch, **kwargs) if cache is not None else grade(task, patch, **kwargs)

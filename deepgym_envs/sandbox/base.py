@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence, TypeVar, runtime_checkable
 
 from deepgym_envs.defaults import REPORT_BYTES
-from deepgym_envs.errors import GitError, SandboxError, ToolError
-from deepgym_envs.gitrepo import run_git
+from deepgym_envs.errors import ChangeTooLarge, GitError, SandboxError, ToolError
+from deepgym_envs.gitrepo import OutputLimit, run_git
 from deepgym_envs.sandbox import identity
 
 #: Where the repository appears inside every sandbox (SWE-bench images use the same path).
@@ -68,6 +68,12 @@ class SandboxLimits:
     """Bytes the workspace's copy-on-write layer (and /tmp) may hold; also the largest file."""
     cpus: float = 0.0
     """CPUs the sandbox may use (docker backend: the container's CPU quota)."""
+    change_bytes: int = 16 << 20
+    """Bytes the agent's change may hold (files it added or modified, at their size, that git would
+    stage); its diff may hold twice that. The host diffs and grades the change: past this it is
+    the agent's outcome (:class:`~deepgym_envs.errors.ChangeTooLarge`), before git reads a byte."""
+    change_files: int = 10_000
+    """Files the agent's change may add or modify (that git would stage)."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +229,10 @@ class HostViewSandbox:
         """Paths that may differ from pristine, or None for "look at everything"."""
         return None
 
+    def _change_root(self) -> str:
+        """A host directory where each path :meth:`_changed_paths` names has the agent's size."""
+        return self.host_root()
+
     def _pristine_git_dir(self) -> str:
         """The pristine repository's ``.git`` as the programs of :meth:`_git_view` see it."""
         return str(self.pristine / ".git")
@@ -352,12 +362,16 @@ class HostViewSandbox:
         """Stage the workspace into a throw-away index of the pristine repository, diff against HEAD.
 
         The pristine ``.git`` lives outside the sandbox, so nothing the agent does to its own
-        copy of ``.git`` (or to HEAD) changes what counts as its change.
+        copy of ``.git`` (or to HEAD) changes what counts as its change. The change is measured
+        first and its diff read within bounds (``SandboxLimits.change_bytes`` / ``change_files`` and
+        the command timeout): past one, :class:`ChangeTooLarge`.
         """
         self._check_open()
         wrap, root = self._git_view()
-        return workspace_diff(self._pristine_git_dir(), root, self._changed_paths(), wrap,
-                              scratch=self._scratch_dir())
+        changed = self._changed_paths()
+        sizes = change_sizes(self._change_root(), changed)
+        return workspace_diff(self._pristine_git_dir(), root, changed, wrap, scratch=self._scratch_dir(),
+                              bounds=ChangeBounds.of(self.limits, sizes))
 
     def changed_files(self) -> list[str]:
         """Every path that differs from the pristine tree, ``.gitignore`` disregarded (exact names)."""
@@ -439,13 +453,103 @@ def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **(extra or {})}
 
 
+@dataclass(frozen=True)
+class ChangeBounds:
+    """What one diff of a workspace may cost the host, and what the change measured."""
+
+    max_bytes: int
+    max_files: int
+    seconds: float
+    sizes: dict[str, int]  # changed regular file -> its size (None from change_sizes: not measured)
+
+    @classmethod
+    def of(cls, limits: SandboxLimits, sizes: dict[str, int] | None) -> "ChangeBounds | None":
+        if sizes is None:
+            return None
+        return cls(limits.change_bytes, limits.change_files, limits.timeout or 600.0, sizes)
+
+    def check(self, ignored: Callable[[list[str]], set[str]]) -> None:
+        """ChangeTooLarge when what git would stage is past the bounds (``ignored``: which of the
+        paths ``.gitignore`` hides, asked only when the raw measure is past them)."""
+        sizes = self.sizes
+        if self._over(sizes):
+            hidden = ignored(sorted(sizes))
+            sizes = {path: size for path, size in sizes.items() if path not in hidden}
+        if self.max_files and len(sizes) > self.max_files:
+            raise ChangeTooLarge(f"the change adds or modifies {len(sizes)} files, more than the "
+                                 f"{self.max_files} files a change may hold; remove what is not part of the fix")
+        total = sum(sizes.values())
+        if self.max_bytes and total > self.max_bytes:
+            big = max(sizes, key=sizes.get)
+            raise ChangeTooLarge(f"the change holds {total} bytes of files, more than the {self.max_bytes} bytes a "
+                                 f"change may hold (the largest: {big}, {sizes[big]} bytes); remove what is not "
+                                 "part of the fix")
+
+    def _over(self, sizes: dict[str, int]) -> bool:
+        return bool((self.max_files and len(sizes) > self.max_files)
+                    or (self.max_bytes and sum(sizes.values()) > self.max_bytes))
+
+
+def change_sizes(root: str, changed: list[str] | None) -> dict[str, int] | None:
+    """The size of every regular file under the ``changed`` paths of ``root`` (a changed directory
+    is walked whole), by an explicit stack: a tree nested past Python's recursion limit is walked
+    like any other. None when the backend cannot name its changed paths."""
+    if changed is None:
+        return None
+    sizes: dict[str, int] = {}
+    pending = list(changed)
+    while pending:
+        rel = pending.pop()
+        try:
+            st = os.lstat(os.path.join(root, rel))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            if not _excluded(rel):
+                sizes[rel] = st.st_size
+        elif stat.S_ISDIR(st.st_mode) and not _excluded(rel + "/"):
+            try:
+                pending += [f"{rel}/{name}" for name in os.listdir(os.path.join(root, rel))]
+            except OSError:
+                continue
+    return sizes
+
+
+def _excluded(rel: str) -> bool:
+    """Whether a path is one of :data:`DIFF_EXCLUDES` (never staged, never the agent's change)."""
+    import fnmatch
+
+    parts = rel.rstrip("/").split("/")
+    for pattern in DIFF_EXCLUDES:
+        if pattern.endswith("/"):
+            if any(fnmatch.fnmatchcase(p, pattern[:-1]) for p in (parts if rel.endswith("/") else parts[:-1])):
+                return True
+        elif fnmatch.fnmatchcase(parts[-1], pattern):
+            return True
+    return False
+
+
 def workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: list[str] | None = None,
-                   names_only: bool = False, scratch: str | None = None) -> str:
+                   names_only: bool = False, scratch: str | None = None, bounds: ChangeBounds | None = None) -> str:
+    try:
+        return _workspace_diff(git_dir, root, changed, wrap, names_only, scratch, bounds)
+    except subprocess.TimeoutExpired:
+        raise ChangeTooLarge(f"diffing the change took longer than {bounds.seconds:.0f}s; remove what is not part "
+                             "of the fix") from None
+    except OutputLimit:
+        raise ChangeTooLarge(f"the change's diff is more than {2 * bounds.max_bytes} bytes (deleted files count "
+                             "with every line); remove what is not part of the fix") from None
+
+
+def _workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: list[str] | None,
+                    names_only: bool, scratch: str | None, bounds: ChangeBounds | None) -> str:
     """A binary-safe git diff of ``root`` against the HEAD of the pristine ``git_dir``.
 
     ``names_only``: the changed paths instead (NUL-separated, no renames), with files the
     repository's ``.gitignore`` hides included, as grading must see everything. ``scratch``: a
-    directory the ``wrap``ped git may write its temporary index in.
+    directory the ``wrap``ped git may write its temporary index in. ``bounds``: the change is
+    checked against them before git stages a byte, and the diff is read up to twice their bytes
+    and within their seconds (:class:`ChangeTooLarge` past either).
     """
     import tempfile
 
@@ -469,6 +573,9 @@ def workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: lis
                       "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(git_dir, "objects")},
               "wrap": wrap or ()}
         run_git(base + ["read-tree", "HEAD"], **kw)
+        if bounds is not None:
+            bounds.check(lambda paths: _ignored(base, paths, kw))
+            kw["timeout"] = bounds.seconds
         force = ["-f"] if names_only else []
         if changed is None or len(changed) > _PATHSPECS_MAX:
             run_git(base + ["add", "-A", *force, "--", "."], **kw)
@@ -481,7 +588,16 @@ def workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: lis
                     input="".join(f"{path}\0" for path in changed), check=False, **kw)
         if names_only:
             return run_git(base + ["diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD"], **kw)
+        if bounds is not None and bounds.max_bytes:
+            kw["limit"] = 2 * bounds.max_bytes  # deletions write nothing, yet their lines are the diff's
         return run_git(base + ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "HEAD"], **kw)
+
+
+def _ignored(base: list[str], paths: list[str], kw: dict) -> set[str]:
+    """Which of ``paths`` the repository's ``.gitignore`` (and :data:`DIFF_EXCLUDES`) hide from a diff."""
+    out = run_git(base + ["check-ignore", "--stdin", "-z"], input="".join(f"{p}\0" for p in paths),
+                  check=False, **kw)
+    return set(filter(None, out.split("\0")))
 
 
 #: Above this many changed paths the whole workspace is staged instead: git matches every file

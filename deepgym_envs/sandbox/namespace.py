@@ -320,19 +320,34 @@ class NamespaceSandbox(HostViewSandbox):
         # Paths under /proc/<pid>/root do not survive git's realpath(); run git in the namespace.
         return self._enter(), f"{self._mnt}/merged"
 
+    def _change_root(self) -> str:
+        return f"/proc/{self._holder_pid()}/root{self._layer or self._mnt}/upper"
+
     def _changed_paths(self) -> list[str]:
-        """What the upper layer holds: files written, whiteouts of deletions, opaque directories."""
-        upper = f"/proc/{self._holder_pid()}/root{self._layer or self._mnt}/upper"
+        """What the upper layer holds: files written, whiteouts of deletions, opaque directories.
+
+        Walked by an explicit stack, not os.walk's recursion: the agent nests directories as deep
+        as it likes, and a ``RecursionError`` here would escape ``env.step``."""
+        upper = self._change_root()
         changed: list[str] = []
-        for root, dirs, files in os.walk(upper):
-            rel = os.path.relpath(root, upper)
-            for d in list(dirs):
-                full = os.path.join(root, d)
-                if _is_opaque(full):
-                    changed.append(os.path.normpath(os.path.join(rel, d)))
-                    dirs.remove(d)
-            changed.extend(os.path.normpath(os.path.join(rel, f)) for f in files)
-        return [c for c in changed if c != ".git" and not c.startswith(".git/")]
+        pending = [""]
+        while pending:
+            rel = pending.pop()
+            try:
+                entries = list(os.scandir(os.path.join(upper, rel)))
+            except OSError:
+                continue
+            for entry in entries:
+                path = f"{rel}/{entry.name}" if rel else entry.name
+                if path == ".git":
+                    continue
+                if not entry.is_dir(follow_symlinks=False):
+                    changed.append(path)
+                elif _is_opaque(entry.path):
+                    changed.append(path)
+                else:
+                    pending.append(path)
+        return changed
 
     # -- commands ------------------------------------------------------------------------------
     def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: Sequence[int] = ()) -> list[str]:

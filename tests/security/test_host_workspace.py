@@ -1,0 +1,125 @@
+"""The host holds (classes 2 and 3): what the agent writes never crashes, stalls or bloats the host.
+
+The host diffs the agent's workspace after every step that may change it (the process reward) and
+at submit (the outcome). Before the fix, a directory nested 1,100 deep made the host's own walk of
+the workspace raise ``RecursionError`` out of ``env.step``; a 300 MB random file cost the host's
+``git diff --binary`` ~1.5 GB of memory per step; 200,000 empty files cost every later step over a
+minute. A change past the bounds is the agent's outcome: an ``unresolved`` verdict that says
+which bound, never an exception and never ``no_verdict``.
+"""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import warnings
+
+import gymnasium as gym
+import pytest
+
+import deepgym_envs  # noqa: F401  (registers the environments)
+from deepgym_envs import SandboxConfig, grade, load_tasks
+from deepgym_envs.sandbox import SandboxLimits, make_sandbox
+from deepgym_envs.trees import pristine_tree
+from tests.conftest import requires_namespace
+
+pytestmark = requires_namespace
+
+DEEP = "d=/testbed/deep; mkdir -p $d; cd $d; for i in $(seq 1100); do mkdir a; cd a; done; echo x > f"
+
+
+def _env(**kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return gym.make("deepgym/SWE-v0", **kwargs)
+
+
+def _bash(env, command: str):
+    return env.step({"name": "bash", "arguments": {"command": command, "timeout": 110}})
+
+
+def test_a_directory_nested_past_the_recursion_limit_is_walked_not_a_crash():
+    env = _env(reward="process")
+    try:
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = _bash(env, DEEP)
+        assert not terminated and "infrastructure_error" not in info, obs
+        obs, reward, terminated, truncated, info = env.step({"name": "submit", "arguments": {}})
+        assert terminated and info["masked"] is False
+        assert info["verdict"]["status"] == "unresolved", info["verdict"]
+    finally:
+        env.close()
+
+
+def _grading_limits(changed_bytes: int = 1 << 20, changed_files: int = 200) -> SandboxLimits:
+    return SandboxLimits(change_bytes=changed_bytes, change_files=changed_files)
+
+
+def test_a_change_over_the_byte_bound_is_unresolved_and_named_before_git_reads_it():
+    task = load_tasks("builtin")[0]
+    limits = _grading_limits()
+    with make_sandbox(pristine_tree(task), "namespace", limits) as sb:
+        sb.exec("head -c 3000000 /dev/urandom > /testbed/blob.bin")
+        with pytest.raises(deepgym_envs.errors.ChangeTooLarge, match="bytes"):
+            sb.diff()
+        # A large file that .gitignore hides (a build output) is not the agent's change.
+        sb.exec("rm /testbed/blob.bin; mkdir -p /testbed/build; head -c 3000000 /dev/zero > /testbed/build/out.bin;"
+                " echo build/ >> /testbed/.gitignore")
+        assert "out.bin" not in sb.diff()
+
+
+def test_a_change_over_the_file_bound_is_unresolved():
+    task = load_tasks("builtin")[0]
+    with make_sandbox(pristine_tree(task), "namespace", _grading_limits()) as sb:
+        sb.exec("mkdir /testbed/many && cd /testbed/many && touch $(seq 1000)")
+        with pytest.raises(deepgym_envs.errors.ChangeTooLarge, match="files"):
+            sb.diff()
+
+
+def test_a_diff_over_the_byte_bound_is_cut_off_while_streamed():
+    """Deleting files writes nothing, yet the diff holds every deleted line: git's output is read
+    up to the bound and no further."""
+    task = load_tasks("builtin")[0]
+    with make_sandbox(pristine_tree(task), "namespace", _grading_limits(changed_bytes=2000)) as sb:
+        sb.exec("git ls-files | grep '\\.py$' | xargs rm -f")
+        with pytest.raises(deepgym_envs.errors.ChangeTooLarge, match="diff"):
+            sb.diff()
+
+
+def test_an_oversized_change_ends_the_episode_unresolved_not_masked():
+    env = _env(reward="process", sandbox=SandboxConfig(limits=_grading_limits()))
+    try:
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = _bash(env, "head -c 3000000 /dev/urandom > /testbed/blob.bin")
+        assert not terminated and "infrastructure_error" not in info, obs
+        assert "progress_no_verdict" not in info
+        obs, reward, terminated, truncated, info = env.step({"name": "submit", "arguments": {}})
+        assert terminated and info["masked"] is False
+        assert info["verdict"]["status"] == "unresolved" and "bytes" in info["verdict"]["reason"]
+    finally:
+        env.close()
+
+
+def test_a_patch_over_the_byte_bound_is_unresolved_at_grade():
+    task = load_tasks("builtin")[0]
+    huge = task.patch + "diff --git a/big.txt b/big.txt\nnew file mode 100644\n--- /dev/null\n+++ b/big.txt\n" \
+        "@@ -0,0 +1,200000 @@\n" + "+0123456789abcdef0123456789abcdef\n" * 200_000
+    verdict = grade(task, huge, limits=_grading_limits())
+    assert verdict.status == "unresolved" and "more than the" in verdict.reason, verdict.reason
+
+
+def _children_peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+@pytest.mark.slow
+def test_host_memory_per_diff_stays_bounded_at_the_default_bounds():
+    """A 300 MB random file at the default bounds: the host refuses it by its size, so neither this
+    process nor git (its children) grows with it."""
+    task = load_tasks("builtin")[0]
+    with make_sandbox(pristine_tree(task), "namespace", SandboxLimits()) as sb:
+        sb.exec("head -c 300000000 /dev/urandom > /testbed/blob.bin", timeout=110)
+        before = subprocess.run(["true"]) and _children_peak_rss_mib()
+        with pytest.raises(deepgym_envs.errors.ChangeTooLarge):
+            sb.diff()
+        assert _children_peak_rss_mib() - before < 200
