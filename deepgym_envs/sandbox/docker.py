@@ -46,7 +46,7 @@ from deepgym_envs.defaults import REPORT_BYTES
 from deepgym_envs.docker_engine import default_image, engine, owner_labels, require_image
 from deepgym_envs.errors import SandboxError, SandboxUnavailable, ToolError
 from deepgym_envs.sandbox.base import (ExecResult, HostViewSandbox, SandboxLimits, command_argv, command_env,
-                                       open_regular, remove_tree, task_python_env)
+                                       open_regular, remove_tree, rmtree, task_python_env)
 from deepgym_envs.sandbox.docker_pyenv import python_env_binds, python_env_mounts
 from deepgym_envs.sandbox.hidden import tree_packages
 from deepgym_envs.sandbox.docker_support import (EXEC_WRAPPER, REPORT_DIR, SUPPORT_DIR, docker_support_dir,
@@ -381,7 +381,7 @@ class DockerSandbox(CopiedWorkspace):
                     for name in os.listdir(self._reports):
                         path = os.path.join(self._reports, name)
                         if os.path.isdir(path) and not os.path.islink(path):
-                            shutil.rmtree(path)
+                            rmtree(path)
                         else:
                             os.unlink(path)
                 self._tmp_dirty = False

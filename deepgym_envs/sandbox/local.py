@@ -18,7 +18,7 @@ import warnings
 from typing import Sequence
 from pathlib import Path
 
-from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits, task_python_env
+from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits, rmtree, task_python_env
 from deepgym_envs.sandbox.support import support_host_dir
 from deepgym_envs.gitrepo import run_git
 
@@ -60,7 +60,7 @@ class CopiedWorkspace(HostViewSandbox):
 
     def _reset_workspace(self) -> None:
         """Rewrite the tracked files that changed, delete the rest, and restore ``.git``."""
-        shutil.rmtree(os.path.join(self._workspace, ".git"), ignore_errors=True)
+        rmtree(os.path.join(self._workspace, ".git"), ignore_errors=True)
         changed = self._git(["diff-files", "--name-only", "-z"]).split("\0")
         changed = [p for p in changed if p]
         if changed:
@@ -68,7 +68,7 @@ class CopiedWorkspace(HostViewSandbox):
             for path in changed:
                 full = os.path.join(self._workspace, path)
                 if os.path.isdir(full) and not os.path.islink(full):
-                    shutil.rmtree(full)
+                    rmtree(full)
             self._git(["checkout-index", "-f", "-q", "--", *changed])
         self._git(["clean", "-ffdxq", "-e", ".git"])
         self._git(["update-index", "-q", "--refresh"], check=False)
@@ -104,4 +104,4 @@ class LocalSandbox(CopiedWorkspace):
         if self._closed:
             return
         self._closed = True
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        rmtree(self._tmp, ignore_errors=True)

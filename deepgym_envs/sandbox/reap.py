@@ -12,12 +12,12 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
 import socket
 import tempfile
 
 from deepgym_envs.docker_engine import LABEL, LABEL_HOST, LABEL_PID, engine
 from deepgym_envs.errors import SandboxUnavailable
+from deepgym_envs.sandbox.base import rmtree
 from deepgym_envs.sandbox.cgroup import _ROOTS, PidsCgroup
 
 _TMP = re.compile(r"deepgym-(?:ns|docker|stage|support)-(\d+)-")
@@ -43,7 +43,7 @@ def reap() -> list[str]:
         for path in glob.glob(os.path.join(tempfile.gettempdir(), pattern)):
             m = _TMP.match(os.path.basename(path))
             if m and not _alive(int(m.group(1))):
-                shutil.rmtree(path, ignore_errors=True)
+                rmtree(path, ignore_errors=True)
                 removed.append(path)
     for root in _ROOTS:
         for path in glob.glob(os.path.join(root, "deepgym-*")):

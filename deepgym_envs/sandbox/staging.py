@@ -17,7 +17,6 @@ import atexit
 import contextlib
 import itertools
 import os
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -25,6 +24,7 @@ import threading
 
 from deepgym_envs.errors import SandboxError
 from deepgym_envs.sandbox import identity
+from deepgym_envs.sandbox.base import rmtree
 
 
 def reachable_by_anyone(path: str) -> bool:
@@ -131,7 +131,7 @@ class Stager:
             if stream:
                 stream.close()
         # The binds lived only in the namespace that just went: these are empty directories.
-        shutil.rmtree(self.dir, ignore_errors=True)
+        rmtree(self.dir, ignore_errors=True)
 
 
 _STAGERS: dict[int, Stager] = {}

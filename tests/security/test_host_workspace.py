@@ -10,6 +10,7 @@ which bound, never an exception and never ``no_verdict``.
 
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import warnings
@@ -123,3 +124,14 @@ def test_host_memory_per_diff_stays_bounded_at_the_default_bounds():
         with pytest.raises(deepgym_envs.errors.ChangeTooLarge):
             sb.diff()
         assert _children_peak_rss_mib() - before < 200
+
+
+def test_a_copied_workspace_nested_past_the_recursion_limit_is_removed_on_close():
+    """The local backend's workspace is a host folder: shutil.rmtree recursed into it and gave up,
+    leaving what the agent wrote on the host's disk."""
+    task = load_tasks("builtin")[0]
+    sb = make_sandbox(pristine_tree(task), "local", SandboxLimits())
+    root = sb.host_root()
+    sb.exec("mkdir -p deep && cd deep && for i in $(seq 1100); do mkdir a && cd a; done")
+    sb.close()
+    assert not os.path.exists(root)
