@@ -206,3 +206,19 @@ def test_local_sandbox_commands_start_from_a_scrubbed_environment(task, canary_e
             seen = sb.exec(["sh", "-c", "cat /proc/self/environ; echo; env"], timeout=60)
     assert seen.exit_code == 0, seen.output
     assert CANARY not in seen.output
+
+
+def test_docker_hides_the_pip_configuration_of_a_bound_python(tmp_path, canary_env):
+    """A task's Python environment is bound into the container at its host path: a ``pip.conf``
+    in its prefix (where pip reads one) is covered by an empty file."""
+    pytest.importorskip("docker")
+    from deepgym_envs.sandbox.docker_pyenv import python_env_mounts
+
+    prefix = tmp_path / "env"
+    prefix.mkdir()
+    (prefix / "pip.conf").write_text(f"[global]\nindex-url = https://user:{CANARY}@example.invalid/simple\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    over = {m["Target"]: m["Source"] for m in python_env_mounts([str(prefix)], str(scratch))}
+    hidden = over.get(str(prefix / "pip.conf"))
+    assert hidden is not None and os.path.getsize(hidden) == 0, over
