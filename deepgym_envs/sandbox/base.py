@@ -217,8 +217,9 @@ class HostViewSandbox:
         """The workspace's root as the host sees it."""
         raise NotImplementedError
 
-    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: Sequence[int] = ()) -> list[str]:
-        """The host argv that runs ``cmd`` inside the sandbox (``fds``: from :meth:`_command_fds`)."""
+    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: list[int] | None = None) -> list[str]:
+        """The host argv that runs ``cmd`` inside the sandbox (``fds``: from :meth:`_command_fds`;
+        a file descriptor the argv names is appended to it, and the caller passes and closes it)."""
         raise NotImplementedError
 
     def _git_view(self) -> tuple[list[str], str]:
@@ -443,6 +444,26 @@ def open_regular(host: str, flags: int, shown: str):
         raise ToolError(f"{shown}: not a regular file")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb" if flags & os.O_ACCMODE == os.O_RDONLY else "wb")
+
+
+#: The whole environment of every host program that starts or holds a sandbox (a launcher such as
+#: bubblewrap or ``env -i``, a namespace's holder, the user-mode network stack). bubblewrap stays
+#: in the sandbox as its PID 1, whose environment anything inside reads in ``/proc/1/environ``:
+#: the host's own (an API key the trainer was started with) must never be handed on.
+LAUNCHER_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def launcher_env() -> dict[str, str]:
+    """A fresh copy of :data:`LAUNCHER_ENV` (``subprocess`` may be handed it to keep). Started in
+    ``/`` as well: a shell among the launchers exports its directory as ``PWD``."""
+    return dict(LAUNCHER_ENV)
+
+
+@functools.lru_cache(maxsize=None)
+def host_tool(name: str) -> str:
+    """Where the host's program ``name`` is, found on this process's ``PATH``: a launcher starts
+    with :data:`LAUNCHER_ENV`'s, which need not hold it (a bubblewrap in ``~/.local/bin``)."""
+    return shutil.which(name) or name
 
 
 def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -783,6 +804,8 @@ def run_process(argv: list[str], timeout: float, limits: SandboxLimits, *, preex
                 stdin: bytes | None = None, report_pipe: tuple[int, int] | None = None,
                 pass_fds: Sequence[int] = ()) -> ExecResult:
     """Run argv in its own process group with a deadline and an output cap; kill the group on timeout.
+    ``argv`` is a sandbox's launcher, which sets the command's environment itself: it starts from
+    :data:`LAUNCHER_ENV`, never the host's.
 
     ``report_pipe`` (read end, write end): the write end is inherited by the command, and what
     arrives on the read end is returned as ``ExecResult.report``.
@@ -791,7 +814,7 @@ def run_process(argv: list[str], timeout: float, limits: SandboxLimits, *, preex
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                preexec_fn=preexec, close_fds=True,
+                                preexec_fn=preexec, close_fds=True, env=launcher_env(), cwd="/",
                                 pass_fds=(*pass_fds, *((report_pipe[1],) if report_pipe else ())))
     except OSError as exc:
         if report_pipe:

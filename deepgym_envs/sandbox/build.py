@@ -14,7 +14,8 @@ what a build needs besides. Two kinds of step (:mod:`.pipfetch` drives them):
   configuration (``PIP_*``, ``pip.conf``: index credentials), with its local inputs read-only
   (a ``file://`` index, ``--find-links`` directories, constraint files);
 * a **build** step (the default) may run package code: no network at all, nothing of the user's
-  pip configuration (the system's and this Python's ``pip.conf`` hidden too), pip pointed at
+  pip configuration (the system's and this Python's ``pip.conf`` hidden too, as in every sandbox
+  but a fetch step: :func:`~deepgym_envs.sandbox.hidden.credential_paths`), pip pointed at
   :attr:`BuildSandbox.downloads` only (``--no-index``);
 
 and, for both:
@@ -135,24 +136,14 @@ class BuildSandbox:
                 allow = netstack.index_addresses([*settings.urls, *DEFAULT_INDEX_URLS])
             else:  # may run a package's code: nothing of the user's configuration, no index
                 self.env = offline_env(self.downloads)
-                inputs = [(p, p) for p in (*readonly, self.downloads)] + self._hide_pip_config()
+                # The host's pip configuration is hidden by the sandbox, as in every sandbox but a fetch step.
+                inputs = [(p, p) for p in (*readonly, self.downloads)]
             self._sb = namespace.NamespaceSandbox(Path(tree), limits or build_limits(), warm_tests=False,
                                                   network=network, writable=pairs, readonly=inputs,
                                                   allow_hosts=allow)
         except BaseException:
             remove_tree(self._tmp)
             raise
-
-    def _hide_pip_config(self) -> list[tuple[str, str]]:
-        """Empty binds over the pip configuration files the system directories and this Python
-        would show (a site-wide file may hold index credentials too)."""
-        empty_file, empty_dir = os.path.join(self._tmp, "empty-file"), os.path.join(self._tmp, "empty-dir")
-        open(empty_file, "w").close()
-        os.chmod(empty_file, 0o555)  # x for others: the stager takes it as reachable, binds no file
-        os.mkdir(empty_dir)
-        os.chmod(empty_dir, 0o755)
-        return [(empty_dir if os.path.isdir(path) else empty_file, path) for path in _pip_config_paths()
-                if os.path.exists(path) and not os.path.islink(path)]
 
     def _copies(self, settings: "PipSettings") -> list[tuple[str, str]]:
         """Binds that show each file the configuration names, and nothing else of its directory
@@ -249,16 +240,6 @@ def offline_env(downloads: str) -> dict[str, str]:
     only ``downloads`` to install from (a build backend inherits all of it)."""
     return {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": downloads,
             "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
-
-
-def _pip_config_paths() -> list[str]:
-    """pip's site-wide and per-interpreter configuration files and folders, and the user's where
-    it lies in a directory shown inside (a ``PIP_CONFIG_FILE`` under ``/opt``, say)."""
-    dirs = [d for d in os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(":") if d]
-    prefixes = list(dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix)))
-    user = [os.path.realpath(p) for p in (os.environ.get("PIP_CONFIG_FILE"), _user_config_file()) if p]
-    return [*(os.path.join(d, "pip") for d in dirs), "/etc/pip.conf", *(os.path.join(p, "pip.conf") for p in prefixes),
-            *(p for p in user if p != os.devnull and covered(p, [*SYSTEM_DIRS, *prefixes]))]
 
 
 def pip_argv(args: list[str], *, python: str | None = None) -> list[str]:

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from deepgym_envs.sandbox.hidden import covered, hidden_paths
+from deepgym_envs.sandbox.hidden import covered, credential_paths, hidden_paths
 
 #: Host directories that are the image's own inside: a host Python there cannot be bound in.
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -35,7 +35,9 @@ def python_env_binds(prefix: str, home: str | None = None) -> list[str]:
 
 
 def python_env_mounts(binds: list[str], scratch: str, packages: tuple[str, ...] = ()) -> list[Any]:
-    """Mounts for :func:`python_env_binds`, with what of deepgym's data they cover hidden.
+    """Mounts for :func:`python_env_binds`, with what of deepgym's data and of the host's
+    credentials they cover hidden (a ``pip.conf`` in a Python's prefix, a home's ``.netrc``
+    beside a Python installed in it).
 
     What hides is an empty host directory of ``scratch``, bound read-only: a docker tmpfs would
     not do, as the engine copies what lies beneath it into it.
@@ -61,4 +63,16 @@ def python_env_mounts(binds: list[str], scratch: str, packages: tuple[str, ...] 
     hidden = [p for p in hidden_paths(tuple(binds), packages, binds[0] if binds else None) if covered(p, binds)]
     if hidden:
         mounts += [docker.types.Mount(path, empty("empty"), type="bind", read_only=True) for path in hidden]
+    for path, is_dir in credential_paths(tuple(binds), prefixes=tuple(binds[:1])):
+        if covered(path, binds) and not covered(path, hidden):
+            mounts.append(docker.types.Mount(path, empty("empty") if is_dir else _empty_file(scratch),
+                                             type="bind", read_only=True))
     return mounts
+
+
+def _empty_file(scratch: str) -> str:
+    path = os.path.join(scratch, "empty-file")
+    if not os.path.exists(path):
+        open(path, "w").close()
+        os.chmod(path, 0o444)
+    return path

@@ -11,13 +11,20 @@ A task with an environment of its own imports nothing from any other Python's in
 so a sandbox for it shows none of them (:func:`package_dirs`): a vendored copy of the project
 (setuptools' ``_vendor/more_itertools``) or a single-module install (``xmltodict.py``) is no
 package the tree names, and the leak scan found gold lines in both.
+
+Nor does a sandbox show the host's credentials (:func:`credential_paths`): pip's configuration
+(index URLs with tokens, constraint files, a client certificate), ``.netrc``, cloud and registry
+logins, SSH keys, tokens. They are hidden wherever a bound directory would show them: every
+system directory is bound, and a home directory under ``/opt`` or a Python inside a home are not rare.
 """
 
 from __future__ import annotations
 
+import configparser
 import functools
 import glob
 import os
+import pwd
 import sys
 
 from deepgym_envs.tasks import task_sources
@@ -126,3 +133,102 @@ def hidden_paths(extra_dests: tuple[str, ...], packages: tuple[str, ...] = (), o
     shown = [s for s in secrets if covered(s, bound) and os.path.isdir(s)]
     # Hiding a directory hides what is inside it (and its mount points would be gone anyway).
     return sorted(s for s in shown if not any(o != s and covered(s, [o]) for o in shown))
+
+
+#: Files and folders, relative to a home directory, that hold credentials or a package index's
+#: configuration (pip's own are in :data:`PIP_HOME`).
+HOME_SECRETS = (".netrc", ".pypirc", ".git-credentials", ".gitconfig", ".config/git", ".docker", ".aws", ".azure",
+                ".config/gcloud", ".ssh", ".gnupg", ".huggingface", ".cache/huggingface/token",
+                ".cache/huggingface/stored_tokens", ".kube", ".config/gh", ".npmrc", ".yarnrc", ".condarc",
+                ".cargo/credentials", ".cargo/credentials.toml", ".config/uv", ".local/share/keyrings",
+                ".password-store", ".terraform.d", ".vault-token")
+#: pip's user configuration, relative to a home directory.
+PIP_HOME = (".pip", ".config/pip")
+#: Variables that name such a file or folder (``KUBECONFIG`` a list of them).
+SECRET_VARS = ("NETRC", "GIT_CONFIG_GLOBAL", "DOCKER_CONFIG", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+               "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "HF_TOKEN_PATH", "KUBECONFIG", "UV_CONFIG_FILE",
+               "AZURE_CONFIG_DIR")
+#: System-wide: the variables PAM gives every login (where a machine's API keys often go).
+SYSTEM_SECRETS = ("/etc/environment",)
+#: Options of a pip configuration file that name files which are secret or may name indexes.
+_PIP_FILE_OPTIONS = ("constraint", "client-cert", "client_cert")
+
+
+def credential_paths(bound: tuple[str, ...] | list[str], *, pip: bool = True,
+                     prefixes: tuple[str, ...] = ()) -> list[tuple[str, bool]]:
+    """``(path, is_directory)`` for each credential file or folder of this host (its user's,
+    its system's, and the ones its variables name; pip's configuration too unless ``pip`` is
+    False, a fetch step's which must use it) that a sandbox binding the host directories
+    ``bound`` (the system directories are added) would show. ``prefixes``: Python installations it
+    binds, whose ``pip.conf`` pip reads. Read afresh each time: a sandbox asks once, as it starts.
+
+    Paths are real ones (a link is hidden where it leads); none lies inside another, nor holds a
+    bound directory (a Python inside ``~/.config/uv`` stays visible)."""
+    dirs = [d for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)] + list(bound)
+    names: list[str] = list(SYSTEM_SECRETS)
+    for home in _homes():
+        names += [os.path.join(home, rel) for rel in HOME_SECRETS]
+    config_home = os.environ.get("XDG_CONFIG_HOME")
+    if config_home:
+        names += [os.path.join(config_home, rel) for rel in ("git", "gcloud", "gh", "uv")]
+    hf_home = os.environ.get("HF_HOME")
+    if hf_home:
+        names += [os.path.join(hf_home, "token"), os.path.join(hf_home, "stored_tokens")]
+    for var in SECRET_VARS:
+        names += [p for p in os.environ.get(var, "").split(os.pathsep) if p]
+    if pip:
+        names += pip_config_paths(prefixes)
+    found: dict[str, bool] = {}
+    for name in names:
+        real = os.path.realpath(os.path.expanduser(name))
+        if os.path.exists(real) and real != "/" and covered(real, dirs) and not any(covered(b, [real]) for b in bound):
+            found[real] = os.path.isdir(real)
+    return sorted((p, d) for p, d in found.items() if not any(o != p and covered(p, [o]) for o in found))
+
+
+def pip_config_paths(prefixes: tuple[str, ...] = ()) -> list[str]:
+    """Every file and folder pip reads configuration from (site-wide, per interpreter of this
+    Python and of ``prefixes``, the user's, ``PIP_CONFIG_FILE``), and the files they or ``PIP_*``
+    variables name as constraints or a client certificate."""
+    site_dirs = [d for d in os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(":") if d]
+    pythons = dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix, *prefixes))
+    files = ["/etc/pip.conf", *(os.path.join(p, "pip.conf") for p in pythons),
+             *(os.path.join(h, ".pip", "pip.conf") for h in _homes())]
+    folders = [*(os.path.join(d, "pip") for d in site_dirs), *(os.path.join(h, ".config", "pip") for h in _homes())]
+    if os.environ.get("XDG_CONFIG_HOME"):
+        folders.append(os.path.join(os.environ["XDG_CONFIG_HOME"], "pip"))
+    user = os.environ.get("PIP_CONFIG_FILE")
+    if user and user != os.devnull:
+        files.append(user)
+    named = [v for var in ("PIP_CONSTRAINT", "PIP_CLIENT_CERT") for v in os.environ.get(var, "").split()]
+    for path in [*files, *(os.path.join(d, n) for d in folders for n in _listdir(d))]:
+        named += _pip_named_files(path)
+    return [*files, *folders, *named]
+
+
+def _pip_named_files(path: str) -> list[str]:
+    """The files a pip configuration file names as constraints or a client certificate."""
+    parser = configparser.RawConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read(path)
+    except (configparser.Error, OSError, UnicodeDecodeError):
+        return []
+    return [value for section in parser.sections() for key, raw in parser.items(section)
+            if key in _PIP_FILE_OPTIONS for value in raw.split()]
+
+
+def _homes() -> list[str]:
+    """This user's home directories: ``$HOME`` and the one the password database names."""
+    homes = [os.environ.get("HOME", "")]
+    try:
+        homes.append(pwd.getpwuid(os.getuid()).pw_dir)
+    except KeyError:
+        pass
+    return [h for h in dict.fromkeys(homes) if h and h != "/"]
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []

@@ -15,7 +15,6 @@ import shutil
 import sys
 import tempfile
 import warnings
-from typing import Sequence
 from pathlib import Path
 
 from deepgym_envs.sandbox.base import HostViewSandbox, SandboxLimits, rmtree, task_python_env
@@ -87,7 +86,7 @@ class LocalSandbox(CopiedWorkspace):
         self.workdir = self._workspace
         self.support_dir = support_host_dir()
 
-    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: Sequence[int] = ()) -> list[str]:
+    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: list[int] | None = None) -> list[str]:
         path = (f"{self.support_dir}/bin:{os.path.dirname(os.path.abspath(sys.executable))}:"
                 f"{env.get('PATH', '/usr/bin:/bin')}")
         if self._python_prefix:

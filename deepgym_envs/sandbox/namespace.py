@@ -40,10 +40,11 @@ from typing import Callable, Sequence, TypeVar, cast
 from deepgym_envs.errors import SandboxError, SandboxUnavailable
 from deepgym_envs.sandbox import identity, netstack, seccomp, staging
 from deepgym_envs.sandbox.base import (HostViewSandbox, Resident, SandboxLimits, apply_rlimits, command_env,
-                                       limits_argv,
-                                       remove_tree, task_python_env, user_process_baseline)
+                                       host_tool, launcher_env, limits_argv, remove_tree, task_python_env,
+                                       user_process_baseline)
 from deepgym_envs.sandbox.cgroup import PidsCgroup
-from deepgym_envs.sandbox.hidden import SYSTEM_DIRS, covered, hidden_paths, package_dirs, tree_packages
+from deepgym_envs.sandbox.hidden import (SYSTEM_DIRS, covered, credential_paths, hidden_paths, package_dirs,
+                                         tree_packages)
 from deepgym_envs.sandbox.support import support_host_dir
 
 _PAGE = 4096
@@ -54,6 +55,7 @@ set -e
 mount -t tmpfs -o "$2,mode=0755" deepgym "$1"
 mount --make-shared "$1"  # so renew()'s new overlays show in every bubblewrap view of this sandbox
 mkdir "$1/upper" "$1/work" "$1/merged" "$1/tmp" "$1/shm" "$1/empty"
+: > "$1/empty-file"  # what a hidden credential file reads as
 mount -t overlay overlay -o "lowerdir=$3,upperdir=$1/upper,workdir=$1/work,userxattr" "$1/merged"
 mnt=$1
 shift 3
@@ -97,11 +99,11 @@ def _probe() -> tuple[bool, str]:
     drop = (["setpriv", f"--reuid={identity.service_uid()}", f"--regid={identity.service_uid()}",
              "--clear-groups", "--"] if identity.running_as_root() else [])
     try:
-        proc = subprocess.run([*drop, "unshare", "--user", "--map-root-user", "--mount", "--net", "--",
-                               "bwrap", "--unshare-user", "--uid", str(identity.SANDBOX_UID), "--disable-userns",
+        proc = subprocess.run([*drop, host_tool("unshare"), "--user", "--map-root-user", "--mount", "--net", "--",
+                               host_tool("bwrap"), "--unshare-user", "--uid", str(identity.SANDBOX_UID), "--disable-userns",
                                "--cap-drop", "ALL", "--seccomp", str(program), "--ro-bind", "/", "/",
                                "--unshare-all", "--", "true"],
-                              capture_output=True, text=True, timeout=30, pass_fds=(program,))
+                              capture_output=True, text=True, timeout=30, pass_fds=(program,), env=launcher_env(), cwd="/")
     finally:
         os.close(program)
     if proc.returncode != 0:
@@ -170,6 +172,10 @@ class NamespaceSandbox(HostViewSandbox):
         # holder binds each source under our directory first, since the sandbox uid may not reach it.
         self._ro_binds = [*_python_binds(), *((self._python_prefix, self._python_prefix),) * bool(self._python_prefix),
                           *extra_ro]
+        # The host's credentials that a bound directory shows, read once: a fetch step (network)
+        # is the one sandbox that uses the pip configuration it is given.
+        self._secrets = credential_paths(tuple(dest for src, dest in self._ro_binds if src == dest),
+                                         pip=not network, prefixes=(self._python_prefix,) * bool(self._python_prefix))
         if self._as_root:
             # What the sandbox uid cannot reach (a tree or a Python under /root) it finds staged.
             identity.give_tree(lower)
@@ -223,7 +229,8 @@ class NamespaceSandbox(HostViewSandbox):
             if not os.listdir(host):
                 continue
             proc = subprocess.run([*self._enter(), "cp", "-PR", "--preserve=mode,timestamps,links", "--",
-                                   f"{src}/.", f"{self._mnt}/rw-{i}"], capture_output=True, text=True, timeout=600)
+                                   f"{src}/.", f"{self._mnt}/rw-{i}"], capture_output=True, text=True, timeout=600,
+                                  env=launcher_env(), cwd="/")
             if proc.returncode != 0:
                 raise SandboxError(f"could not copy {host} onto the sandbox's disk (capped at {self.limits.disk_bytes} "
                                    f"bytes): {proc.stderr.strip()[-500:]}")
@@ -247,13 +254,13 @@ class NamespaceSandbox(HostViewSandbox):
         # As root the holder starts in the staging namespace as the sandbox uid: root is never
         # mapped into its user namespace.
         argv = [*(staging.stager().enter_as_sandbox_uid() if self._as_root else ()),
-                "unshare", "--user", "--map-root-user", "--mount", "--net", "--",
+                host_tool("unshare"), "--user", "--map-root-user", "--mount", "--net", "--",
                 "sh", "-c", _HOLDER_SCRIPT, "deepgym-holder", self._mnt, size, self._lower,
                 *(f"rw-{i}" for i in range(len(self._rw_binds)))]
         # Not PR_SET_PDEATHSIG: that fires when the *thread* that started the holder exits,
         # and environments are often created in worker threads.
         return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True, env=launcher_env(), cwd="/")
 
     def _start_holder(self, holder: subprocess.Popen | None = None) -> None:
         """Make ``holder`` (a new one if None) this sandbox's, once its workspace is mounted."""
@@ -302,7 +309,7 @@ class NamespaceSandbox(HostViewSandbox):
         As root it becomes the namespace's root, that is the sandbox uid: what it writes is the
         sandbox's, and it reads nothing that uid could not. An ordinary user stays itself."""
         keep = () if self._as_root else ("--preserve-credentials",)
-        return ["nsenter", "-t", str(self._holder_pid()), "-U", "-m", "-n", *keep, "--"]
+        return [host_tool("nsenter"), "-t", str(self._holder_pid()), "-U", "-m", "-n", *keep, "--"]
 
     def _pristine_git_dir(self) -> str:
         return f"{self._lower}/.git"
@@ -350,8 +357,13 @@ class NamespaceSandbox(HostViewSandbox):
         return changed
 
     # -- commands ------------------------------------------------------------------------------
-    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: Sequence[int] = ()) -> list[str]:
-        """``fds``: what :meth:`_command_fds` opened for this command (the seccomp program)."""
+    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: list[int] | None = None) -> list[str]:
+        """``fds``: what :meth:`_command_fds` opened for this command (the seccomp program); the
+        file that holds bubblewrap's arguments is added to it.
+
+        bubblewrap stays in the sandbox as its PID 1, so its command line is readable inside:
+        it reads its arguments (every host path it binds, the command's environment) from that
+        file, and its command line is ``bwrap --args FD -- CMD...``."""
         env = task_python_env(env, self._python_prefix, self._pythonpath, self.workdir)
         env["PATH"] = f"{SUPPORT_DIR}/bin:{_python_bin_dir()}:{env.get('PATH', '/usr/bin:/bin')}"
         if self._python_prefix:  # the task's interpreter wins over deepgym's `python` wrapper
@@ -371,11 +383,14 @@ class NamespaceSandbox(HostViewSandbox):
         for src, (_, dest) in zip(self._bind_sources, self._ro_binds):
             if covered(dest, hidden) and not covered(dest, foreign):
                 binds += ["--ro-bind", src, dest]
+        rebound = [dest for _, dest in self._ro_binds if covered(dest, hidden) and not covered(dest, foreign)]
+        for path, is_dir in self._secrets:  # inside what was hidden there is nothing left to hide
+            if not covered(path, hidden) or covered(path, rebound):
+                binds += ["--ro-bind", f"{self._mnt}/empty" if is_dir else f"{self._mnt}/empty-file", path]
         for i, (_, dest) in enumerate(self._rw_binds):  # last: visible even under a hidden one
             binds += ["--bind", f"{self._mnt}/rw-{i}", dest]
         # /tmp first: a Python installed under /tmp (a CI venv) is then bound on top of it.
-        argv = [*self._enter(), "bwrap",
-                "--unshare-user", "--uid", str(identity.SANDBOX_UID), "--gid", str(identity.SANDBOX_UID),
+        args = ["--unshare-user", "--uid", str(identity.SANDBOX_UID), "--gid", str(identity.SANDBOX_UID),
                 "--disable-userns", "--cap-drop", "ALL", *(("--seccomp", str(fds[0])) if fds else ()),
                 "--bind", f"{self._mnt}/tmp", "/tmp",
                 *_system_binds(), *binds,
@@ -390,8 +405,8 @@ class NamespaceSandbox(HostViewSandbox):
                 "--die-with-parent", "--new-session", "--hostname", "sandbox",
                 "--chdir", cwd, "--clearenv"]
         for key, value in env.items():
-            argv += ["--setenv", key, value]
-        return argv + ["--", *cmd]
+            args += ["--setenv", key, value]
+        return [*self._enter(), host_tool("bwrap"), "--args", str(_args_file(args, fds)), "--", *cmd]
 
     def spawn(self, cmd: list[str], env: dict[str, str], cwd: str, pass_fds: Sequence[int]) -> subprocess.Popen:
         """Start ``cmd`` as a resident: this sandbox's view, limits and cgroup, a PID namespace of its
@@ -406,7 +421,7 @@ class NamespaceSandbox(HostViewSandbox):
             hook = None if prefix is not None else functools.partial(_resident_preexec, self.limits,
                                                                       user_process_baseline(), self._cgroup)
             return subprocess.Popen([*(prefix or ()), *self._argv(cmd, command_env(env), cwd, fds)],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=launcher_env(), cwd="/",
                                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
                                     pass_fds=(*pass_fds, *fds), preexec_fn=hook)
         finally:
@@ -444,7 +459,7 @@ class NamespaceSandbox(HostViewSandbox):
         layer = f"{self._mnt}/layer-{os.urandom(6).hex()}"
         proc = subprocess.run([*self._enter(), "sh", "-c", _RENEW_SCRIPT, "deepgym-renew", self._mnt, layer,
                                self._lower, self._layer or "", *self._tmp_mount_points()],
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60, env=launcher_env(), cwd="/")
         if proc.returncode != 0:
             raise SandboxError(f"could not renew the sandbox's workspace: {proc.stderr.strip()[:500]}")
         self._layer = layer
@@ -556,6 +571,22 @@ def _is_opaque(path: str) -> bool:
         return os.getxattr(path, "user.overlay.opaque", follow_symlinks=False) == b"y"
     except OSError:
         return False
+
+
+def _args_file(args: list[str], fds: list[int] | None) -> int:
+    """A file holding ``args`` NUL-separated, for ``bwrap --args FD``, added to ``fds`` (the caller
+    passes it to the child and closes it). A memory file: no size limit, nothing on disk, and
+    bubblewrap has read it to its end and closed it before the command starts."""
+    if fds is None:
+        raise ValueError("bubblewrap's arguments go in a file descriptor: pass the list to add it to")
+    fd = os.memfd_create("deepgym-bwrap-args", os.MFD_CLOEXEC)
+    fds.append(fd)
+    data = b"".join(os.fsencode(a) + b"\0" for a in args)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 @functools.lru_cache(maxsize=1)

@@ -33,6 +33,7 @@ import urllib.parse
 from typing import Iterable, Sequence
 
 from deepgym_envs.errors import InfrastructureError
+from deepgym_envs.sandbox.base import launcher_env
 
 #: slirp4netns's DNS forwarder inside the namespace (its default 10.0.2.0/24 network).
 GUEST_DNS = "10.0.2.3"
@@ -119,7 +120,7 @@ class UserNet:
                  "--enable-sandbox", "--enable-seccomp", "--ready-fd", str(ready_w), "--exit-fd", str(self._exit_r),
                  str(pid), "tap0"],
                 pass_fds=(ready_w, self._exit_r), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=self._log, start_new_session=True)
+                stderr=self._log, start_new_session=True, env=launcher_env(), cwd="/")
         finally:
             os.close(ready_w)
             os.close(self._exit_r)
@@ -130,7 +131,7 @@ class UserNet:
             routes = [f"route replace prohibit {net}\n" for net in (*BLOCKED, *host_networks())]
             routes += [f"route replace {ip}/32 via 10.0.2.2 dev tap0\n" for ip in allow]
             proc = subprocess.run([*enter, _tool("ip") or "ip", "-batch", "-"], input="".join(routes),
-                                  capture_output=True, text=True, timeout=30)
+                                  capture_output=True, text=True, timeout=30, env=launcher_env(), cwd="/")
             if proc.returncode != 0:
                 raise InfrastructureError(f"could not fence the build step's network: {proc.stderr.strip()[:300]}")
         except BaseException:

@@ -24,7 +24,7 @@ import threading
 
 from deepgym_envs.errors import SandboxError
 from deepgym_envs.sandbox import identity
-from deepgym_envs.sandbox.base import rmtree
+from deepgym_envs.sandbox.base import host_tool, launcher_env, rmtree
 
 
 def reachable_by_anyone(path: str) -> bool:
@@ -48,10 +48,10 @@ class Stager:
         self.dir = tempfile.mkdtemp(prefix=f"deepgym-stage-{os.getpid()}-")
         os.chmod(self.dir, 0o711)  # searchable, not listable
         # The namespace's holder: waits on its stdin, which closes when this process dies.
-        self._proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
+        self._proc = subprocess.Popen([host_tool("unshare"), "--mount", "--propagation", "private", "--",
                                        "sh", "-c", "echo ready; read -r _ || true"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      start_new_session=True, close_fds=True)
+                                      start_new_session=True, close_fds=True, env=launcher_env(), cwd="/")
         assert self._proc.stdout is not None
         if self._proc.stdout.readline().strip() != b"ready":
             self.close()
@@ -77,8 +77,9 @@ class Stager:
             if path not in self._staged:
                 point = os.path.join(self.dir, str(next(self._names)))
                 os.mkdir(point)
-                proc = subprocess.run(["nsenter", f"--mount=/proc/{self._proc.pid}/ns/mnt", "--",
-                                       "mount", "--bind", path, point], capture_output=True, text=True, timeout=30)
+                proc = subprocess.run([host_tool("nsenter"), f"--mount=/proc/{self._proc.pid}/ns/mnt", "--",
+                                       "mount", "--bind", path, point], capture_output=True, text=True, timeout=30,
+                                      env=launcher_env(), cwd="/")
                 if proc.returncode != 0:
                     os.rmdir(point)
                     raise SandboxError(f"could not stage {path} for the sandbox uid: {proc.stderr.strip()[:300]}")
@@ -102,8 +103,8 @@ class Stager:
             if path in self._permanent:
                 return  # also staged for good (a tree, a Python, an environment)
             point = self._staged.pop(path)
-            subprocess.run(["nsenter", f"--mount=/proc/{self._proc.pid}/ns/mnt", "--", "umount", "-l", point],
-                           capture_output=True, timeout=30)
+            subprocess.run([host_tool("nsenter"), f"--mount=/proc/{self._proc.pid}/ns/mnt", "--", "umount", "-l",
+                            point], capture_output=True, timeout=30, env=launcher_env(), cwd="/")
             with contextlib.suppress(OSError):
                 os.rmdir(point)
 
@@ -119,7 +120,7 @@ class Stager:
         fork of this process running Python, ~25 ms per holder against ~5 ms for the exec.
         """
         uid = str(identity.service_uid())
-        return ["nsenter", f"--mount=/proc/{self._proc.pid}/ns/mnt", "--setuid", uid, "--setgid", uid, "--"]
+        return [host_tool("nsenter"), f"--mount=/proc/{self._proc.pid}/ns/mnt", "--setuid", uid, "--setgid", uid, "--"]
 
     def close(self) -> None:
         if os.getpid() != getattr(self, "owner", os.getpid()):
