@@ -216,7 +216,8 @@ def _write_field(name: str, values: dict[str, object]) -> list[str]:
         for lineno, value in lines.items():
             row = json.loads(text[lineno - 1])
             row[name] = value
-            text[lineno - 1] = json.dumps(row) + "\n"
+            # Written as it was: a row that holds "…" as is keeps it so, not turned into \u2026.
+            text[lineno - 1] = json.dumps(row, ensure_ascii=text[lineno - 1].isascii()) + "\n"
         Path(path).write_text("".join(text), encoding="utf-8")
     return sorted(edits)
 

@@ -24,16 +24,25 @@ def test_a_gold_run_that_was_tampered_with_never_makes_a_task_valid(toy_task, mo
     assert validate.validate_task(task).valid
 
 
-def test_validation_times_the_gold_run_and_records_it(toy_jsonl):
+def test_validation_times_the_gold_run_and_records_it(tmp_path):
+    import json
+
+    from conftest import toy_row, write_toy_repo
     from deepgym_envs.tasks import load_tasks
 
-    tasks = load_tasks(toy_jsonl)
+    path = tmp_path / "toy.jsonl"
+    row = toy_row(write_toy_repo(tmp_path / "calc"), problem_statement="clamp(50, 0, 10) returns 50 … not 10.")
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    tasks = load_tasks(path)
     (result,) = validate.validate_tasks(tasks, show_progress=False)
     assert result.valid, result.problems
     assert 0 < result.gold_seconds == result.gold.test_seconds < result.gold.duration
-    assert validate.record_gold_seconds([result], tasks) == [str(toy_jsonl)]
-    (again,) = load_tasks(toy_jsonl)
+    assert validate.record_gold_seconds([result], tasks) == [str(path)]
+    (again,) = load_tasks(path)
     assert again.gold_seconds >= result.gold_seconds and again.gold_seconds - result.gold_seconds <= 0.01
+    # The rest of the row is written as it was.
+    assert path.read_text(encoding="utf-8") == json.dumps({**row, "gold_seconds": again.gold_seconds},
+                                                          ensure_ascii=False) + "\n"
 
 
 def _timed(toy_task, monkeypatch, seconds):
