@@ -1,7 +1,8 @@
 """The ``deepgym`` command line.
 
     deepgym tasks list [TASKSET] [--json]
-    deepgym tasks validate [TASKSET] [--task ID|GLOB] [--workers N] [--runs N --record-flaky] [--record-maps] [--json]
+    deepgym tasks validate [TASKSET] [--task ID|GLOB] [--workers N] [--runs N --record-flaky] [--record-maps]
+                           [--record-gold-seconds] [--json]
     deepgym tasks synth --from pypi:NAME==VERSION | git:PATH_OR_URL --out DIR
     deepgym tasks import SOURCE --out DIR --repos MIRRORS      (SWE-bench / SWE-Gym rows; deepgym_envs.swebench_cli)
     deepgym grade-predictions predictions.jsonl --tasks DIR [--out report.json]
@@ -69,7 +70,7 @@ def _tasks_validate(args: argparse.Namespace) -> int:
         args.task = [args.show_log]
     tasks = select_tasks(load_tasks(args.taskset), args.task or (), source=args.taskset)
     results = validate_tasks(tasks, backend=args.sandbox, workers=args.workers, runs=args.runs,
-                             record_maps=args.record_maps)
+                             record_maps=args.record_maps, retime=args.record_gold_seconds)
     bad = sum(not r.valid for r in results)
     flaky = sum(bool(r.flaky) for r in results)
     if args.json:
@@ -78,12 +79,12 @@ def _tasks_validate(args: argparse.Namespace) -> int:
     else:
         title = f"validation of {escape(str(args.taskset))}" + (f" ({args.runs} runs)" if args.runs > 1 else "")
         table = Table(title=title)
-        for col in ("task", "F2P fail at base", "P2P pass at base", "gold", "flaky", "result"):
+        for col in ("task", "F2P fail at base", "P2P pass at base", "gold", "gold tests", "flaky", "result"):
             table.add_column(col, overflow="fold")
         for r, t in zip(results, tasks):
             row = _validation_row(r, t)
             table.add_row(escape(r.task_id), row["F2P_fail_at_base"], row["P2P_pass_at_base"], r.gold.status,
-                          escape(", ".join(r.flaky)) or "-",
+                          f"{r.gold_seconds:.2f}s" if r.gold_seconds else "-", escape(", ".join(r.flaky)) or "-",
                           "[green]valid[/]" if r.valid else "[red]INVALID[/]: " + escape("; ".join(r.problems)))
         print_table(table)
         console().print(f"{len(results) - bad} valid, {bad} invalid, {flaky} with flaky tests")
@@ -104,6 +105,11 @@ def _tasks_validate(args: argparse.Namespace) -> int:
 
         for path in save_test_maps(results, tasks):
             _note(args).print(f"recorded test maps in {escape(str(path))}")
+    if args.record_gold_seconds:
+        from deepgym_envs.validate import record_gold_seconds
+
+        for path in record_gold_seconds(results, tasks):
+            _note(args).print(f"recorded the gold runs' times (gold_seconds) in {escape(str(path))}")
     return 1 if bad else 0
 
 
@@ -117,7 +123,8 @@ def _validation_row(r: Any, t: Any) -> dict[str, Any]:
     return {"task_id": r.task_id, "valid": r.valid, "problems": r.problems,
             "F2P_fail_at_base": f"{f2p_failing}/{len(t.FAIL_TO_PASS)}",
             "P2P_pass_at_base": f"{p2p_passing}/{len(t.PASS_TO_PASS)}",
-            "base": r.base.status, "gold": r.gold.status, "flaky": r.flaky, "trust": list(t.trust)}
+            "base": r.base.status, "gold": r.gold.status, "gold_seconds": r.gold_seconds, "flaky": r.flaky,
+            "trust": list(t.trust)}
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -211,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--record-maps", action="store_true",
                    help="trace each hidden test and write the test maps that select tests for the shaping reward "
                         "beside the task files (NAME.testmap.json)")
+    p.add_argument("--record-gold-seconds", action="store_true",
+                   help="write each valid task's gold test run time into its task file (gold_seconds): grading "
+                        "derives the task's deadline from it")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_tasks_validate)
     from deepgym_envs.synth.cli import add_taskset_parsers

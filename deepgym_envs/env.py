@@ -74,7 +74,9 @@ class SandboxConfig:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     """Each sandbox's resource limits (CPU time, memory, disk, processes)."""
     grading_timeout: float = GRADING_TIMEOUT
-    """Seconds the hidden-test run may take."""
+    """Seconds the hidden-test run may take at most. A task whose gold run was timed
+    (``Task.gold_seconds``) is cut off sooner, at a deadline derived from that time
+    (:func:`~deepgym_envs.grading.grading_deadline`); past it the change is ``unresolved``."""
     warm_tests: bool = True
     """Serve ``run_tests`` from a pre-imported pytest server inside the sandbox, ``bash`` from a
     resident command server (no bubblewrap start per step), and grade in pooled views with their

@@ -80,8 +80,19 @@ CONFIG_NAMES = frozenset({"conftest.py", *FLOOR})
 SHARED_CONFIGS = frozenset({"pyproject.toml", "setup.cfg", "tox.ini"})
 SHADOW_NAMES = frozenset({"pytest.py", "py.py", "_pytest", "pytest", "sitecustomize.py", "usercustomize.py",
                           "pluggy", "conftest.py"})
-#: Default wall-clock limit for one hidden-test run.
+#: Default wall-clock limit for one hidden-test run: the ceiling of every task's deadline.
 GRADING_TIMEOUT = 900.0
+#: A task whose gold run was timed (``Task.gold_seconds``) is graded under a deadline of
+#: ``DEADLINE_SCALE`` x that time + ``DEADLINE_MARGIN``, at least ``DEADLINE_FLOOR``, at most the
+#: timeout given (:func:`grading_deadline`). An order of magnitude and half a minute cover a loaded
+#: two-core machine grading many rollouts at once (and a slower one than the one that timed it); the
+#: floor covers interpreter and pytest start-up, which no suite escapes. A change that hangs then
+#: holds a grading a minute for a task whose tests take a second, not the whole ceiling.
+DEADLINE_SCALE = 10.0
+DEADLINE_MARGIN = 30.0
+DEADLINE_FLOOR = 60.0
+#: Validation's margin of safety: a gold run must fit this many times in the deadline it gets.
+DEADLINE_HEADROOM = 3.0
 #: Below this much free space on the host filesystem that holds sandboxes, a failed write may be
 #: the machine's fault: the verdict is masked. Above it, a patch that does not fit is the agent's.
 HOST_FREE_FLOOR = 64 << 20
@@ -111,6 +122,10 @@ class Verdict:
     selected: int | None = None
     """A verdict for the shaping reward from a test selection: how many hidden tests ran (the rest
     kept their recorded outcome). None for a full run, the only kind that is ever final."""
+    deadline: float = 0.0
+    """Seconds the hidden-test run was allowed (:func:`grading_deadline`); 0 where none ran."""
+    test_seconds: float = 0.0
+    """Seconds the hidden-test run took (what the deadline bounds; validation records the gold's)."""
 
     @property
     def resolved(self) -> bool:
@@ -127,6 +142,36 @@ class Verdict:
     @classmethod
     def no_verdict(cls, reason: str, duration: float = 0.0) -> "Verdict":
         return cls(status="no_verdict", reason=reason, duration=duration)
+
+
+def grading_deadline(task: Task, timeout: float = GRADING_TIMEOUT) -> float:
+    """Seconds the hidden tests may run when ``task`` is graded with ``timeout`` as the ceiling.
+
+    A task with its gold run timed (``gold_seconds``, which ``deepgym tasks validate
+    --record-gold-seconds`` writes) gets ``DEADLINE_SCALE * gold_seconds + DEADLINE_MARGIN``, at
+    least ``DEADLINE_FLOOR``; one never timed gets ``timeout``. Never more than ``timeout``: a task
+    file cannot stretch it, and a caller's smaller timeout wins.
+
+    >>> from deepgym_envs.tasks import Task
+    >>> [grading_deadline(Task("t", "", ["x"], gold_seconds=s)) for s in (0, 1.5, 20, 200)]
+    [900.0, 60.0, 230.0, 900.0]
+    >>> grading_deadline(Task("t", "", ["x"], gold_seconds=20), timeout=120)
+    120.0
+    """
+    if not task.gold_seconds > 0:
+        return float(timeout)
+    derived = max(DEADLINE_FLOOR, DEADLINE_SCALE * task.gold_seconds + DEADLINE_MARGIN)
+    return float(min(timeout, round(derived, 1)))
+
+
+def deadline_reason(task: Task, deadline: float, timeout: float) -> str:
+    """Why a run that outlived ``deadline`` is the change's failure, naming where the bound came from."""
+    if deadline < timeout and task.gold_seconds > 0:
+        bound = (f"the task's deadline of {deadline:g}s, derived from the gold patch's {task.gold_seconds:g}s "
+                 f"({DEADLINE_SCALE:g}x + {DEADLINE_MARGIN:g}s, at least {DEADLINE_FLOOR:g}s)")
+    else:
+        bound = f"{deadline:g}s, the grading timeout"
+    return f"the hidden tests ran longer than {bound}: a hang or an endless loop in the change counts against it"
 
 
 def is_test_path(path: str) -> bool:
@@ -433,8 +478,10 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
     """Grade a unified diff against the task's pristine tree with its hidden tests.
 
     ``no_verdict`` (never a silent 0) when the harness fails: the sandbox cannot start or dies,
-    or the host's disk fills up. Tests that outlive ``timeout`` are ``unresolved``: only the
-    change under test makes them hang.
+    or the host's disk fills up. Tests that outlive the task's deadline are ``unresolved``: only
+    the change under test makes them hang. ``timeout`` is its ceiling; a task whose gold run was
+    timed gets less (:func:`grading_deadline`), so a hanging change does not hold a grading for
+    the ceiling when the gold run takes seconds.
 
     ``views``: take the grading view from this pool (renewed, never an agent's sandbox) and run
     the tests on its warm server; the same verdict, without interpreter start-up.
@@ -449,6 +496,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
     if most and len(patch) > most:  # what a workspace's diff may hold (SandboxLimits.change_bytes)
         return unresolved_all(task, f"the change's diff is {len(patch)} characters, more than the {most} a change's "
                                     "diff may hold")
+    deadline = grading_deadline(task, timeout)
     tmap = load_map(task) if select else None
     if task.flaky:
         warnings.warn(f"{task.instance_id}: flaky tests excluded from grading: {', '.join(task.flaky)}",
@@ -479,7 +527,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
                 return unresolved_all(task, f"patch does not apply: {exc}", time.monotonic() - start)
             # Every canary must run: a failing one must not stop the session (-x in a config's addopts).
             extra = ["--maxfail=0"] if planted else []
-            report, result = run_pytest(sb, [*task.test_cmd, *config, *extra, "-rA", *files], timeout,
+            report, result = run_pytest(sb, [*task.test_cmd, *config, *extra, "-rA", *files], deadline,
                                         warm=views is not None, seal=task.trust,
                                         not_tests=[p for p in task.gold_files if not is_protected(p, task)])
             report = own_xfails_only(report, xfailing)
@@ -489,16 +537,17 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
         # A task whose tree cannot be built (its base commit missing from its repository, say) is
         # that task's failure, said per task: a run over many tasks goes on.
         return Verdict.no_verdict(str(exc), time.monotonic() - start)
+    ran = {"deadline": deadline, "test_seconds": round(result.duration, 3)}
     if result.timed_out:
         # The harness did its part (the view started, the tests ran); what ran too long is the
         # change under test, so this counts against it, as in SWE-bench. Masking it would let a
         # policy turn any failure into a dropped rollout by making the tests hang.
-        return unresolved_all(task, f"the hidden tests ran longer than {timeout:.0f}s (a hang or an endless "
-                                     "loop in the change counts against it)", time.monotonic() - start)
+        return dataclasses.replace(unresolved_all(task, deadline_reason(task, deadline, timeout),
+                                                  time.monotonic() - start), **ran)
     if run is not None:
-        return _merge_selected(task, tmap, run, judge(_only(task, run), report, result, time.monotonic() - start,
-                                                      planted, sb.workdir))
-    verdict = judge(task, report, result, time.monotonic() - start, planted, sb.workdir)
+        return dataclasses.replace(_merge_selected(task, tmap, run, judge(
+            _only(task, run), report, result, time.monotonic() - start, planted, sb.workdir)), **ran)
+    verdict = dataclasses.replace(judge(task, report, result, time.monotonic() - start, planted, sb.workdir), **ran)
     if not verdict.tampered and (report is None or result.exit_code not in (0, 1)):
         return _blame_environment(task, patch, verdict, backend=backend, limits=limits, timeout=timeout)
     return verdict

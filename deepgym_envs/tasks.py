@@ -69,6 +69,11 @@ class Task:
     carry SWE-bench's ``environment_setup_commit``, else ``deepgym``."""
     python_env: dict[str, Any] = field(default_factory=dict)
     """The Python environment the tests run in (see :mod:`deepgym_envs.pyenv`); empty = deepgym's own."""
+    gold_seconds: float = 0.0
+    """How long the gold patch's hidden-test run took when the task was validated (``deepgym tasks
+    validate --record-gold-seconds``). Grading derives the task's deadline from it
+    (:func:`deepgym_envs.grading.grading_deadline`); 0, the default, means never timed: the grading
+    timeout alone bounds the run."""
     source: str = ""
     """Where the row came from (``file:line``); filled by the loader."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -103,6 +108,7 @@ class Task:
 _FIELDS = {f.name: f for f in dataclasses.fields(Task)} 
 _LIST_FIELDS = {"FAIL_TO_PASS", "PASS_TO_PASS", "test_cmd", "flaky", "trust"}
 _BOOL_FIELDS = {"gold_reverse_base"}
+_SECONDS_FIELDS = {"gold_seconds"}
 #: What a task's ``trust`` may grant (the seal's capabilities, ``deepgym_lockdown.CAPABILITIES``).
 TRUST_CAPABILITIES = ("frames", "code", "gc", "trace", "ctypes", "source")
 
@@ -215,6 +221,8 @@ def _coerce(key: str, value: Any, path: str, line: int | None) -> Any:
             raise TaskFormatError(path, line, key, str(exc)) from None
     if key == "harness" and value not in (None, "", "swebench", "deepgym"):
         raise TaskFormatError(path, line, key, f"expected 'swebench' or 'deepgym', got {value!r}")
+    if key in _SECONDS_FIELDS:
+        return _seconds(key, value, path, line)
     if key in _BOOL_FIELDS:
         if not isinstance(value, bool):
             raise TaskFormatError(path, line, key, f"expected true or false, got {value!r}")
@@ -224,6 +232,15 @@ def _coerce(key: str, value: Any, path: str, line: int | None) -> Any:
     if not isinstance(value, str):
         raise TaskFormatError(path, line, key, f"expected a string, got {type(value).__name__}")
     return value
+
+
+def _seconds(key: str, value: Any, path: str, line: int | None) -> float:
+    """A duration: a finite number of seconds, 0 or more (null: 0, not measured)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise TaskFormatError(path, line, key, f"expected seconds (a number, 0 or more), got {value!r}")
+    return float(value)
 
 
 def builtin_dir() -> Path:

@@ -12,20 +12,27 @@ out (with a warning).
 With ``record_maps`` each valid task's hidden tests are also traced, each alone, on the base state
 (inside a sandbox, as every test run), and the test map that selects tests for the shaping reward
 (:mod:`deepgym_envs.selection`) is written beside the task file by :func:`save_test_maps`.
+
+The gold run's test time is measured under the grading timeout alone (a recorded one is not
+trusted to bound its own re-measurement) and must fit :data:`~deepgym_envs.grading.DEADLINE_HEADROOM`
+times in the deadline the task is graded under: a gold patch cut off by its deadline would be a
+false negative in every reward. :func:`record_gold_seconds` writes the time into the task file
+(``gold_seconds``), from which grading derives the task's deadline.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgym_envs.errors import InfrastructureError, SandboxUnavailable, ToolError
-from deepgym_envs.grading import (GRADING_TIMEOUT, Verdict, counts_as_passing, grade, graded_files,
-                                  grading_config_args, prepare_grading_view)
+from deepgym_envs.grading import (DEADLINE_HEADROOM, GRADING_TIMEOUT, Verdict, counts_as_passing, grade,
+                                  graded_files, grading_config_args, grading_deadline, prepare_grading_view)
 from deepgym_envs.progress import progress_bar
 from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import make_sandbox
@@ -46,16 +53,22 @@ class TaskValidation:
     """Tests whose outcome changed between runs (``runs`` > 1)."""
     test_map: TestMap | None = None
     """What each hidden test executes (``record_maps``; valid tasks only)."""
+    gold_seconds: float = 0.0
+    """The gold patch's hidden-test run time, the slowest of the runs (0: no verdict to time)."""
 
 
-def validate_task(task: Task, *, backend: str | None = None, runs: int = 1,
-                  record_map: bool = False) -> TaskValidation:
+def validate_task(task: Task, *, backend: str | None = None, runs: int = 1, record_map: bool = False,
+                  retime: bool = False) -> TaskValidation:
     """Grade the base state and the gold patch ``runs`` times each; flag tests that flip.
-    ``record_map``: for a valid task, also trace its hidden tests into a :class:`TestMap`."""
+    ``record_map``: for a valid task, also trace its hidden tests into a :class:`TestMap`.
+    ``retime``: the measured gold time replaces the recorded one (``--record-gold-seconds``), so
+    the deadline checked is the one the new time gives."""
     if runs > 1 and task.flaky:
         task = dataclasses.replace(task, flaky=[])  # re-measure the recorded ones too
-    bases = [grade(task, "", backend=backend) for _ in range(runs)]
-    golds = [grade(task, task.patch, backend=backend) for _ in range(runs)]
+    untimed = dataclasses.replace(task, gold_seconds=0.0)  # measured under the grading timeout alone
+    bases = [grade(untimed, "", backend=backend) for _ in range(runs)]
+    golds = [grade(untimed, task.patch, backend=backend) for _ in range(runs)]
+    measured = 0.0 if any(g.status == "no_verdict" for g in golds) else max(g.test_seconds for g in golds)
     flaky = sorted(_flipping(bases) | _flipping(golds))
     if flaky:
         task = dataclasses.replace(task, flaky=flaky)
@@ -80,6 +93,9 @@ def validate_task(task: Task, *, backend: str | None = None, runs: int = 1,
             problems.append(f"gold patch does not resolve: {gold.reason}")
         if excluded and set(task.FAIL_TO_PASS) <= excluded:
             problems.append("every FAIL_TO_PASS test is flaky: nothing reliable is left to grade")
+        late = deadline_problem(dataclasses.replace(task, gold_seconds=measured) if retime else task, measured)
+        if late:
+            problems.append(late)
     needed = sealed_out(base, gold) if problems else []
     if needed:
         problems.append(f"the seal refused what the task's own tests use: {', '.join(needed)}; after "
@@ -90,7 +106,23 @@ def validate_task(task: Task, *, backend: str | None = None, runs: int = 1,
             tmap = record_test_map(task, base, backend=backend)
         except (InfrastructureError, SandboxUnavailable, ToolError) as exc:
             problems.append(f"test map: the trace failed ({exc})")
-    return TaskValidation(task.instance_id, not problems, problems, base, gold, flaky, tmap)
+    return TaskValidation(task.instance_id, not problems, problems, base, gold, flaky, tmap, measured)
+
+
+def deadline_problem(task: Task, measured: float, timeout: float = GRADING_TIMEOUT) -> str:
+    """Why a gold run of ``measured`` seconds is too close to the deadline ``task`` is graded under
+    (:func:`~deepgym_envs.grading.grading_deadline`), or "" when it fits ``DEADLINE_HEADROOM`` times."""
+    fresh = grading_deadline(dataclasses.replace(task, gold_seconds=measured), timeout)
+    given = grading_deadline(task, timeout)
+    if measured * DEADLINE_HEADROOM > fresh:
+        return (f"the gold patch's tests took {measured:g}s, more than 1/{DEADLINE_HEADROOM:g} of the {fresh:g}s "
+                "grading timeout: a loaded machine may cut the gold patch off; grade this task with a longer "
+                "SandboxConfig(grading_timeout=...), or make its tests faster")
+    if measured * DEADLINE_HEADROOM > given:
+        return (f"the gold patch's tests took {measured:g}s, more than 1/{DEADLINE_HEADROOM:g} of the {given:g}s "
+                f"deadline its recorded gold_seconds ({task.gold_seconds:g}) gives: time it again "
+                f"(deepgym tasks validate --record-gold-seconds)")
+    return ""
 
 
 _REFUSED = re.compile(r"refused to the code under test during grading \(capability '(\w+)'")
@@ -158,29 +190,46 @@ def _resolved_but_flaky(verdict: Verdict, task: Task) -> bool:
 def record_flaky(results: list[TaskValidation], tasks: list[Task]) -> list[str]:
     """Write each task's flaky tests back into its task file (the ``flaky`` field). Returns the files."""
     by_id = {r.task_id: r for r in results}
-    edits: dict[str, dict[int, list[str]]] = {}
-    for task in tasks:
-        res = by_id.get(task.instance_id)
-        if res is None or sorted(task.flaky) == res.flaky or ":" not in task.source:
-            continue
-        path, line = task.source.rsplit(":", 1)
-        edits.setdefault(path, {})[int(line)] = res.flaky
+    values = {task.source: by_id[task.instance_id].flaky for task in tasks
+              if task.instance_id in by_id and sorted(task.flaky) != by_id[task.instance_id].flaky}
+    return _write_field("flaky", values)
+
+
+def record_gold_seconds(results: list[TaskValidation], tasks: list[Task]) -> list[str]:
+    """Write each valid task's gold run time into its task file (``gold_seconds``, rounded up to the
+    hundredth), from which grading derives the task's deadline. Returns the files."""
+    by_id = {r.task_id: r for r in results}
+    values = {task.source: math.ceil(by_id[task.instance_id].gold_seconds * 100) / 100 for task in tasks
+              if task.instance_id in by_id and by_id[task.instance_id].valid and by_id[task.instance_id].gold_seconds}
+    return _write_field("gold_seconds", values)
+
+
+def _write_field(name: str, values: dict[str, object]) -> list[str]:
+    """Set field ``name`` of the rows at these sources (``file:line``) to their values. Returns the files."""
+    edits: dict[str, dict[int, object]] = {}
+    for source, value in values.items():
+        if ":" in source:
+            path, line = source.rsplit(":", 1)
+            edits.setdefault(path, {})[int(line)] = value
     for path, lines in edits.items():
         text = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
-        for lineno, flaky in lines.items():
+        for lineno, value in lines.items():
             row = json.loads(text[lineno - 1])
-            row["flaky"] = flaky
-            text[lineno - 1] = json.dumps(row) + "\n"
+            row[name] = value
+            # Written as it was: a row that holds "…" as is keeps it so, not turned into \u2026.
+            text[lineno - 1] = json.dumps(row, ensure_ascii=text[lineno - 1].isascii()) + "\n"
         Path(path).write_text("".join(text), encoding="utf-8")
     return sorted(edits)
 
 
 def validate_tasks(tasks: list[Task], *, backend: str | None = None, workers: int = 2, runs: int = 1,
-                   show_progress: bool = True, record_maps: bool = False) -> list[TaskValidation]:
+                   show_progress: bool = True, record_maps: bool = False,
+                   retime: bool = False) -> list[TaskValidation]:
     """Validate every task, ``workers`` at a time; results in task order."""
     with progress_bar("validate", len(tasks), enabled=show_progress) as advance, \
             ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(validate_task, t, backend=backend, runs=runs, record_map=record_maps) for t in tasks]
+        futures = [pool.submit(validate_task, t, backend=backend, runs=runs, record_map=record_maps, retime=retime)
+                   for t in tasks]
         out = []
         for fut in futures:
             res = fut.result()

@@ -62,9 +62,14 @@ def test_tasks_list_reports_a_malformed_file_without_a_traceback(cli, tmp_path):
 
 @needs_namespace
 def test_tasks_validate_accepts_a_good_task(cli, wordy_cli_tasks):
-    code, out = cli("tasks", "validate", str(wordy_cli_tasks), "--workers", "1")
+    code, out = cli("tasks", "validate", str(wordy_cli_tasks), "--workers", "1", "--record-gold-seconds")
     assert code == 0
     assert TASK_ID in out and "valid" in out and "1 valid, 0 invalid" in out
+    # The gold run's time is written back: grading derives the task's deadline from it.
+    from deepgym_envs.tasks import load_tasks
+
+    (task,) = load_tasks(wordy_cli_tasks)
+    assert task.gold_seconds > 0 and "gold_seconds" in out
 
 
 @needs_namespace

@@ -134,12 +134,24 @@ def test_fail_to_pass_must_be_a_non_empty_list_of_strings(tmp_path, value, words
     ("repo", ["a", "b"], "expected a string, got list"),
     ("gold_reverse_base", "yes", "expected true or false"),
     ("instance_id", "", "must not be empty"),
+    ("gold_seconds", "1.5", "expected seconds (a number, 0 or more), got '1.5'"),
+    ("gold_seconds", -1, "got -1"),
+    ("gold_seconds", True, "got True"),
+    ("gold_seconds", float("nan"), "got nan"),   # json.dumps writes NaN, and json.loads reads it
+    ("gold_seconds", float("inf"), "got inf"),
 ])
 def test_wrong_field_type_names_the_field(tmp_path, field, value, words):
     path = write_jsonl(tmp_path / "t.jsonl", row(**{field: value}))
     err = load_error(path)
     assert (err.path, err.line, err.field) == (str(path), 1, field)
     assert words in str(err)
+
+
+def test_gold_seconds_round_trips_and_defaults_to_never_timed(tmp_path):
+    timed, never, null = load_tasks(write_jsonl(tmp_path / "t.jsonl", row(gold_seconds=1.25),
+                                                row(instance_id="x2"), row(instance_id="x3", gold_seconds=None)))
+    assert timed.gold_seconds == 1.25 and never.gold_seconds == 0.0 and null.gold_seconds == 0.0
+    assert task_from_row(json.loads(json.dumps(timed.to_dict()))).gold_seconds == 1.25
 
 
 def test_a_row_that_is_not_an_object(tmp_path):
