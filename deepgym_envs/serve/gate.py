@@ -3,7 +3,7 @@ its WebSocket accepted.
 
 * The bearer token, on every route but ``/health`` (compared in constant time). A request without
   it is answered 401 and hung up on, its body unread: no one without the token makes the server
-  hold anything.
+  hold anything (``/health``, open to all, takes no body).
 * ``Origin``: a browser names the page that sends a request; a request from a page not on the
   allow-list (``--allow-origin``) is refused. Clients that are not browsers send no ``Origin``.
   Without this a ``--no-auth`` server on loopback obeys any page the operator opens (cross-site
@@ -81,7 +81,11 @@ class Gate:
         if origin is not None and _origin(origin) not in self.allowed_origins:
             return 403, (f"requests from web pages are refused (Origin {origin!r}); "
                          "name a page this server may serve with deepgym serve --allow-origin")
-        if scope["path"] not in OPEN_PATHS and not authorised(self.token, headers.get("authorization")):
+        if scope["path"] in OPEN_PATHS:
+            if headers.get("content-length", "0") != "0" or "transfer-encoding" in headers:
+                # without the token nothing past the head is read: a body here could hold memory too
+                return 413, f"{scope['path']} takes no request body"
+        elif not authorised(self.token, headers.get("authorization")):
             return 401, "missing or wrong bearer token"
         return None
 

@@ -146,6 +146,11 @@ def test_uploads_without_the_token_are_refused_before_their_body_is_read(token_s
         reply = until_closed(sock)
         assert reply.startswith(b"HTTP/1.1 401"), reply[:200]
         assert b"missing or wrong bearer token" in reply
+    # The one route open to all takes no body either.
+    for framing in ({"Content_Length": str(8 << 20)}, {"Transfer_Encoding": "chunked"}):
+        reply = until_closed(connect(port, head("POST", "/health", port, **framing)))
+        assert reply.startswith(b"HTTP/1.1 413") and b"takes no request body" in reply, reply[:200]
+    assert httpx.get(f"http://127.0.0.1:{port}/health").json()["status"] == "healthy"
     # The token opens the same route, and a server with a token answers any Host name it is reached by.
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {TOKEN}"}) as http:
         opened = http.post("/sessions", json={}, headers={"Host": "serve.internal.example"})
