@@ -13,8 +13,9 @@ body is read or a WebSocket accepted):
 * ``GET /health``, ``GET /schema`` as in OpenEnv.
 
 A body (or WebSocket message) over ``max_body_bytes`` is a 413 (WebSocket: closed with 1009) with
-the reason, one not all sent within ``body_timeout`` a 408. A malformed body is a 422 naming the field; a step before reset a 409; an unknown task a 404; an
-exception inside the env a 500 with its message; none of them stops the server.
+the reason, one not all sent within ``body_timeout`` a 408. A malformed body is a 422 naming the
+field; a step before reset a 409; an unknown task a 404; an exception inside the env a 500 with its
+message; none of them stops the server.
 """
 
 from __future__ import annotations
@@ -121,8 +122,7 @@ def create_app(config: ServeConfig, tasks: list[Task] | None = None) -> FastAPI:
     errors: dict[int | str, dict[str, Any]] = {status.HTTP_401_UNAUTHORIZED: {"model": ErrorBody}, status.HTTP_404_NOT_FOUND: {"model": ErrorBody},
               status.HTTP_409_CONFLICT: {"model": ErrorBody}, 500: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
-    @app.post("/sessions", status_code=201, response_model=SessionCreated,
-              responses=errors)
+    @app.post("/sessions", status_code=201, response_model=SessionCreated, responses=errors)
     async def open_session(body: SessionConfig | None = None) -> SessionCreated:
         body = body or SessionConfig()
         session = await _guard(table.create(body.env_id, body.make_kwargs()))
