@@ -63,7 +63,8 @@ def start_server(token: str, sessions: int, sandbox: str | None) -> tuple[subpro
         port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "deepgym_envs.cli", "serve", "--port", str(port), "--max-sessions", str(sessions)]
     if sandbox:
-        cmd += ["--sandbox", sandbox]
+        # --sandbox local is a host shell for whoever reaches the server: the bench says so for its own loopback server
+        cmd += ["--sandbox", sandbox, *(["--allow-host-shell"] if sandbox == "local" else [])]
     server = subprocess.Popen(cmd, env={**os.environ, "DEEPGYM_SERVE_TOKEN": token},
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"

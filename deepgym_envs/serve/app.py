@@ -1,7 +1,8 @@
 """The FastAPI application behind ``deepgym serve``.
 
 Routes (every one but ``/health`` needs ``Authorization: Bearer <token>`` unless the server runs
-with ``--no-auth``):
+with ``--no-auth``; :mod:`.gate` checks it, and the request's ``Origin`` and ``Host``, before a
+body is read or a WebSocket accepted):
 
 * ``POST /sessions`` (a :class:`SessionConfig`) → 201 ``{"session_id", "tools", ...}``; 503 when
   ``max_sessions`` are open.
@@ -12,8 +13,9 @@ with ``--no-auth``):
 * ``GET /health``, ``GET /schema`` as in OpenEnv.
 
 A body (or WebSocket message) over ``max_body_bytes`` is a 413 (WebSocket: closed with 1009) with
-the reason. A malformed body is a 422 naming the field; a step before reset a 409; an unknown task a 404; an
-exception inside the env a 500 with its message; none of them stops the server.
+the reason, one not all sent within ``body_timeout`` a 408. A malformed body is a 422 naming the
+field; a step before reset a 409; an unknown task a 404; an exception inside the env a 500 with its
+message; none of them stops the server.
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 import gymnasium as gym
-from fastapi import Depends, FastAPI, HTTPException, Request, WebSocket, WebSocketDisconnect, status
+from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconnect, status
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 import deepgym_envs
 from deepgym_envs.env import ResetNeeded
 from deepgym_envs.errors import DeepgymError, InfrastructureError, UnknownTaskError
-from deepgym_envs.serve.limits import DEFAULT_MAX_BODY_BYTES, BodyLimit, too_large
+from deepgym_envs.serve.gate import Gate
+from deepgym_envs.serve.limits import (DEFAULT_BODY_TIMEOUT, DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
+                                       DEFAULT_MAX_PENDING_CONNECTIONS, BodyLimit, too_large)
 from deepgym_envs.serve.protocol import (ErrorBody, ResetRequest, SessionConfig, SessionCreated, SessionState,
                                          StepRequest, StepResponse, jsonable, public_info)
 from deepgym_envs.serve.sessions import AtCapacity, Session, SessionTable, UnknownSession
@@ -58,10 +62,24 @@ class ServeConfig:
     """Seconds a session may sit unused before it is closed with its sandbox (0: never)."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     """The largest HTTP request body, and WebSocket message, the server reads; more is refused (413 / 1009)."""
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    """Seconds a request body may take to arrive once its headers have; then 408 (0: no deadline)."""
+    head_timeout: float = DEFAULT_HEAD_TIMEOUT
+    """Seconds a connection may take to send a request's headers; then it is closed (0: no deadline)."""
+    max_pending_connections: int = DEFAULT_MAX_PENDING_CONNECTIONS
+    """Connections still sending a request's headers at once; one more is answered 503 and closed."""
+    allowed_origins: tuple[str, ...] = ()
+    """Web pages (``scheme://host:port``) whose requests are served; a request from any other is 403."""
+    allow_host_shell: bool = False
+    """Whether the ``local`` backend may serve: its sessions run clients' commands on this host, unsandboxed."""
 
 
 def create_app(config: ServeConfig, tasks: list[Task] | None = None) -> FastAPI:
     """The application; ``tasks`` (default: loaded from ``config.tasks`` once) back every session."""
+    if config.sandbox == "local" and not config.allow_host_shell:
+        raise DeepgymError("the local sandbox runs every client's commands on this host, unsandboxed: a shell on "
+                           "this machine for whoever reaches the server (with --no-auth, any web page too). "
+                           "Use namespace or docker, or say so with --allow-host-shell")
     task_list = tasks if tasks is not None else load_tasks(config.tasks)
 
     def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
@@ -81,8 +99,8 @@ def create_app(config: ServeConfig, tasks: list[Task] | None = None) -> FastAPI:
     app = FastAPI(title="deepgym serve", version=deepgym_envs.__version__, lifespan=lifespan,
                   docs_url=None, redoc_url=None)
     app.state.sessions = table
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
-    auth = _bearer(config.token)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, timeout=config.body_timeout)
+    app.add_middleware(Gate, token=config.token, allowed_origins=config.allowed_origins)  # the outermost: first
 
     @app.exception_handler(AtCapacity)
     async def _capacity(request: Request, exc: AtCapacity) -> JSONResponse:
@@ -96,7 +114,7 @@ def create_app(config: ServeConfig, tasks: list[Task] | None = None) -> FastAPI:
     async def health() -> dict[str, Any]:
         return {"status": "healthy", "sessions": len(table), "max_sessions": table.max_sessions}
 
-    @app.get("/schema", dependencies=[Depends(auth)])
+    @app.get("/schema")
     async def schema() -> dict[str, Any]:
         return {"action": StepRequest.model_json_schema(), "observation": StepResponse.model_json_schema(),
                 "state": SessionState.model_json_schema(), "session": SessionConfig.model_json_schema()}
@@ -104,8 +122,7 @@ def create_app(config: ServeConfig, tasks: list[Task] | None = None) -> FastAPI:
     errors: dict[int | str, dict[str, Any]] = {status.HTTP_401_UNAUTHORIZED: {"model": ErrorBody}, status.HTTP_404_NOT_FOUND: {"model": ErrorBody},
               status.HTTP_409_CONFLICT: {"model": ErrorBody}, 500: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 
-    @app.post("/sessions", status_code=201, response_model=SessionCreated, dependencies=[Depends(auth)],
-              responses=errors)
+    @app.post("/sessions", status_code=201, response_model=SessionCreated, responses=errors)
     async def open_session(body: SessionConfig | None = None) -> SessionCreated:
         body = body or SessionConfig()
         session = await _guard(table.create(body.env_id, body.make_kwargs()))
@@ -113,30 +130,27 @@ def create_app(config: ServeConfig, tasks: list[Task] | None = None) -> FastAPI:
         return SessionCreated(session_id=session.id, env_id=session.env_id,
                               tools=jsonable(getattr(unwrapped, "tool_schemas", [])), max_steps=body.max_steps)
 
-    @app.post("/sessions/{sid}/reset", response_model=StepResponse, dependencies=[Depends(auth)], responses=errors)
+    @app.post("/sessions/{sid}/reset", response_model=StepResponse, responses=errors)
     async def reset(sid: str, body: ResetRequest | None = None) -> StepResponse:
         session = await table.get(sid)
         return await _guard(_reset(table, session, body or ResetRequest()))
 
-    @app.post("/sessions/{sid}/step", response_model=StepResponse, dependencies=[Depends(auth)], responses=errors)
+    @app.post("/sessions/{sid}/step", response_model=StepResponse, responses=errors)
     async def step(sid: str, body: StepRequest) -> StepResponse:
         session = await table.get(sid)
         return await _guard(_step(table, session, body.action))
 
-    @app.get("/sessions/{sid}/state", response_model=SessionState, dependencies=[Depends(auth)], responses=errors)
+    @app.get("/sessions/{sid}/state", response_model=SessionState, responses=errors)
     async def state(sid: str) -> SessionState:
         return _state(await table.get(sid))
 
-    @app.delete("/sessions/{sid}", status_code=204, dependencies=[Depends(auth)], responses=errors)
+    @app.delete("/sessions/{sid}", status_code=204, responses=errors)
     async def close_session(sid: str) -> None:
         if not await table.close(sid):
             raise UnknownSession(f"no session {sid!r}")
 
     @app.websocket("/ws")
     async def websocket(ws: WebSocket) -> None:
-        if not _authorised(config.token, ws.headers.get("authorization")):
-            await ws.close(code=1008, reason="missing or wrong bearer token")
-            return
         await ws.accept()
         try:
             body = SessionConfig.model_validate(dict(ws.query_params))
@@ -245,20 +259,3 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
     return str(exc)
-
-
-# -- auth --------------------------------------------------------------------------------------
-def _authorised(token: str | None, header: str | None) -> bool:
-    if token is None:
-        return True
-    scheme, _, given = (header or "").partition(" ")
-    # compare_digest: how long a wrong token took to refuse says nothing about the right one
-    return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), token.encode())
-
-
-def _bearer(token: str | None) -> Any:
-    def check(request: Request) -> None:
-        if not _authorised(token, request.headers.get("authorization")):
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or wrong bearer token",
-                                headers={"WWW-Authenticate": "Bearer"})
-    return check

@@ -4,14 +4,14 @@ the command runs, so the rest of the CLI works without the ``serve`` extra)."""
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 
 from deepgym_envs.errors import DeepgymError
-from deepgym_envs.serve.limits import DEFAULT_MAX_BODY_BYTES
+from deepgym_envs.serve.gate import is_loopback
+from deepgym_envs.serve.limits import (DEFAULT_BODY_TIMEOUT, DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
+                                       DEFAULT_MAX_PENDING_CONNECTIONS)
 
 TOKEN_ENV = "DEEPGYM_SERVE_TOKEN"
-LOOPBACK_NAMES = ("localhost",)
 
 
 def add_serve_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,8 +26,21 @@ def add_serve_parser(sub: argparse._SubParsersAction) -> None:
                    help="close a session (and its sandbox) unused for this many seconds (0 = never)")
     p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
                    help="largest request body or WebSocket message; more gets 413 / close 1009 (default: 8 MiB)")
+    p.add_argument("--body-timeout", type=float, default=DEFAULT_BODY_TIMEOUT,
+                   help="seconds a request body may take to arrive; then 408 (0 = no deadline; default: %(default)g)")
+    p.add_argument("--head-timeout", type=float, default=DEFAULT_HEAD_TIMEOUT,
+                   help="seconds a connection may take to send a request's headers; then it is closed "
+                        "(0 = no deadline; default: %(default)g)")
+    p.add_argument("--max-pending-connections", type=int, default=DEFAULT_MAX_PENDING_CONNECTIONS,
+                   help="connections still sending a request's headers (not yet authenticated) at once; "
+                        "one more gets 503 (default: %(default)d)")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a web page (scheme://host:port) whose requests are served; any other Origin gets 403 "
+                        "(repeatable; default: none)")
     p.add_argument("--tasks", default="builtin", help="'builtin', a .jsonl file or a directory")
     p.add_argument("--sandbox", default=None, help="sandbox backend of every session (default: namespace)")
+    p.add_argument("--allow-host-shell", action="store_true",
+                   help="let --sandbox local serve: its sessions run clients' commands on this host, unsandboxed")
     p.set_defaults(func=run_serve)
 
 
@@ -44,15 +57,6 @@ def serve_token(token: str | None, no_auth: bool, host: str) -> str | None:
     return token
 
 
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def run_serve(args: argparse.Namespace) -> int:
     token = serve_token(args.token, args.no_auth, args.host)
     if args.max_sessions < 1:
@@ -61,15 +65,24 @@ def run_serve(args: argparse.Namespace) -> int:
         raise DeepgymError(f"--idle-timeout={args.idle_timeout}: seconds, 0 for never")
     if args.max_body_bytes < 1:
         raise DeepgymError(f"--max-body-bytes={args.max_body_bytes}: at least 1")
+    for flag in ("body_timeout", "head_timeout"):
+        if getattr(args, flag) < 0:
+            raise DeepgymError(f"--{flag.replace('_', '-')}={getattr(args, flag)}: seconds, 0 for no deadline")
+    if args.max_pending_connections < 1:
+        raise DeepgymError(f"--max-pending-connections={args.max_pending_connections}: at least 1")
     try:
         import uvicorn
 
         from deepgym_envs.serve.app import ServeConfig, create_app
+        from deepgym_envs.serve.server import uvicorn_config
     except ImportError as exc:
         raise DeepgymError(f"deepgym serve needs the serve extra: pip install 'deepgym-envs[serve]' ({exc})") from None
-    app = create_app(ServeConfig(token=token, tasks=args.tasks, sandbox=args.sandbox,
-                                 max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
-                                 max_body_bytes=args.max_body_bytes))
-    # ws_max_size: uvicorn refuses a larger WebSocket frame before it has read it (the app checks too)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", ws_max_size=args.max_body_bytes)
-    return 0
+    config = ServeConfig(token=token, tasks=args.tasks, sandbox=args.sandbox, max_sessions=args.max_sessions,
+                         idle_timeout=args.idle_timeout, max_body_bytes=args.max_body_bytes,
+                         body_timeout=args.body_timeout, head_timeout=args.head_timeout,
+                         max_pending_connections=args.max_pending_connections,
+                         allowed_origins=tuple(args.allow_origin), allow_host_shell=args.allow_host_shell)
+    server = uvicorn.Server(uvicorn_config(create_app(config), config, host=args.host, port=args.port,
+                                           log_level="info"))
+    server.run()
+    return 0 if server.started else 3  # as uvicorn.run exits when it cannot start (the port is taken, ...)
