@@ -9,9 +9,15 @@ its own result (an error step, a ``no_verdict``, a masked trajectory) and the ot
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 
 import deepgym_envs  # noqa: F401  (registers the environments)
+from deepgym_envs import run_batch
+from deepgym_envs.errors import DeepgymError
+from deepgym_envs.grading import Verdict
 from deepgym_envs.ray_worker import EnvWorker
 
 try:
@@ -40,6 +46,31 @@ def test_worker_step_many_returns_the_innocent_step_beside_a_failing_one():
         worker.close()
 
 
+def test_run_batch_keeps_every_verdict_when_one_grading_raises(monkeypatch):
+    import deepgym_envs.batch as batch
+
+    def grade(task: Any, patch: str, **kwargs: Any) -> Verdict:
+        if patch == "boom":  # what a host-side walk of an agent-shaped tree once raised
+            raise RecursionError("maximum recursion depth exceeded")
+        return Verdict(status="resolved" if patch == "gold" else "unresolved")
+
+    monkeypatch.setattr(batch, "grade", grade)
+    verdicts = run_batch(SimpleNamespace(), ["gold", "boom", ""], workers=2, warm=False)
+    assert [v.status for v in verdicts] == ["resolved", "no_verdict", "unresolved"]
+    assert verdicts[1].masked and "RecursionError" in verdicts[1].reason
+
+
+def test_run_batch_still_fails_fast_on_a_configuration_mistake(monkeypatch):
+    import deepgym_envs.batch as batch
+
+    def grade(task: Any, patch: str, **kwargs: Any) -> Verdict:
+        raise DeepgymError("unknown sandbox backend 'nope'")
+
+    monkeypatch.setattr(batch, "grade", grade)
+    with pytest.raises(DeepgymError, match="unknown sandbox backend"):
+        run_batch(SimpleNamespace(), ["gold", ""], warm=False)
+
+
 # -- on a real (local) Ray instance ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -65,3 +96,20 @@ def test_pool_step_many_returns_the_innocent_step_beside_a_failing_one(local_ray
         assert pool.step(0, "right")[4]["step"] == 2
         pool.reset(1, seed=0)  # the failed one is usable again after a reset, as locally
         assert pool.step(1, "right")[4]["step"] == 1
+
+
+@needs_ray
+@pytest.mark.slow
+def test_ray_batch_keeps_every_verdict_when_one_grading_raises(local_ray, monkeypatch):
+    import deepgym_envs.ray_batch as ray_batch
+
+    @ray.remote(num_cpus=1, max_retries=0)
+    def grade_or_raise(task, bundles, patch, *rest):
+        if patch == "boom":
+            raise RecursionError("maximum recursion depth exceeded")
+        return Verdict(status="resolved" if patch == "gold" else "unresolved")
+
+    monkeypatch.setattr(ray_batch, "_remote_grade", lambda: grade_or_raise)
+    verdicts = ray_batch.run_batch_ray(SimpleNamespace(repo_path=""), ["gold", "boom", ""], ship_repos=False)
+    assert [v.status for v in verdicts] == ["resolved", "no_verdict", "unresolved"]
+    assert "RecursionError" in verdicts[1].reason
