@@ -12,6 +12,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
 import deepgym_envs  # noqa: F401  (registers the environments)
@@ -69,6 +70,45 @@ def test_run_batch_still_fails_fast_on_a_configuration_mistake(monkeypatch):
     monkeypatch.setattr(batch, "grade", grade)
     with pytest.raises(DeepgymError, match="unknown sandbox backend"):
         run_batch(SimpleNamespace(), ["gold", ""], warm=False)
+
+
+class _Env(gym.Env):
+    """A two-step episode whose step raises when told to: a harness bug in one environment."""
+
+    observation_space = gym.spaces.Text(100)
+    action_space = gym.spaces.Text(100)
+
+    def __init__(self, explode: bool) -> None:
+        self.explode, self.steps = explode, 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        self.steps = 0
+        return "start", {}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        self.steps += 1
+        if self.explode:
+            raise RecursionError("maximum recursion depth exceeded")
+        done = self.steps == 2
+        return "next", 1.0, done, False, {"verdict": {"status": "resolved"}, "masked": False} if done else {}
+
+
+def test_direct_collector_keeps_the_other_episodes_when_one_env_raises(monkeypatch):
+    from deepgym_agents.rloo.collect import DirectCollector
+
+    tokenizer = SimpleNamespace(bos_token_id=0, eos_token_id=1, pad_token_id=1,
+                                decode=lambda ids, **_: "go")
+    model = SimpleNamespace(training=False, eval=lambda: None, train=lambda mode: None)
+    collector = DirectCollector(model=model, tokenizer=tokenizer, env_id="unused")
+    collector._envs = [_Env(explode=False), _Env(explode=True), _Env(explode=False)]
+    monkeypatch.setattr(collector, "_encode", lambda text: [5])
+    monkeypatch.setattr(collector, "_sample", lambda contexts, generator: ([1] * len(contexts), [-0.5] * len(contexts)))
+    trajs = collector.collect(["t"], 3)
+    assert [t.verdict["status"] for t in trajs] == ["resolved", "no_verdict", "resolved"]
+    assert [len(t.turns) for t in trajs] == [2, 0, 2]
+    bad = trajs[1]
+    assert bad.masked and bad.stop_reason.startswith("error: RecursionError")
+    assert not trajs[0].masked and not trajs[2].masked
 
 
 # -- on a real (local) Ray instance ------------------------------------------------------------
