@@ -227,8 +227,8 @@ class EnvPool:
         live = [(p, i, action) for p, (i, action) in enumerate(items) if i not in self._lost]
         out: list[Any] = [_dead_step(self._lost[i]) if i in self._lost else None for i, _ in items]
         results = self._fan_out("step_many", [(i, (i, action)) for _, i, action in live],
-                                on_dead=lambda reason, n: [_dead_step(reason)] * n,
-                                on_raised=lambda exc, n: [raised_step(exc)] * n)
+                                on_dead=lambda reason, n: [_dead_step(reason) for _ in range(n)],
+                                on_raised=lambda exc, n: [raised_step(exc) for _ in range(n)])
         for (p, _, _), result in zip(live, results):
             out[p] = result
         return out

@@ -30,8 +30,9 @@ def failed_step(observation: str, reason: str, **info: Any) -> Step:
 
 
 def raised_step(exc: BaseException) -> Step:
-    """:func:`failed_step` for an environment whose ``step`` raised ``exc``; ``info["error"]`` names it."""
-    error = f"{type(exc).__name__}: {exc}"
+    """:func:`failed_step` for an environment whose ``step`` raised ``exc``; ``info["error"]`` names it
+    (cut short: the message may echo what the agent wrote)."""
+    error = f"{type(exc).__name__}: {str(exc)[:1000]}"
     return failed_step(f"Error: the environment raised {error}", f"the environment raised {error}", error=error)
 
 
