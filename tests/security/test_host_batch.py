@@ -111,6 +111,36 @@ def test_direct_collector_keeps_the_other_episodes_when_one_env_raises(monkeypat
     assert not trajs[0].masked and not trajs[2].masked
 
 
+class _Pool:
+    """The agent loop's pool protocol over :class:`_Env`s; the episode of task ``boom`` raises."""
+
+    def __init__(self) -> None:
+        self.envs: list[_Env] = []
+
+    def acquire(self, task_id: str | None = None) -> _Env:
+        self.envs.append(_Env(explode=task_id == "boom"))
+        return self.envs[-1]
+
+    def release(self, env: _Env, task_id: str | None = None) -> None:
+        pass
+
+    def final_patch(self, env: _Env) -> str:
+        return ""
+
+    def close(self) -> None:
+        pass
+
+
+def test_agent_loop_keeps_the_other_episodes_when_one_env_raises():
+    from deepgym_agents.config import CollectConfig
+    from deepgym_agents.llm.scripted import ScriptedLLM
+    from deepgym_agents.loop import collect
+
+    trajs = collect(ScriptedLLM([]), ["a", "boom", "c"], CollectConfig(k=1, show_progress=False), pool=_Pool())
+    assert [t.verdict["status"] for t in trajs] == ["resolved", "no_verdict", "resolved"]
+    assert trajs[1].masked and trajs[1].stop_reason.startswith("error: RecursionError")
+
+
 # -- on a real (local) Ray instance ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
