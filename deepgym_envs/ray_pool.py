@@ -234,7 +234,9 @@ class EnvPool:
         return out
 
     def reset_many(self, items: Iterable[tuple[int, int | None, dict[str, Any] | None]]) -> list[tuple[Any, dict]]:
-        """Reset several environments at once: ``(i, seed, options)`` each; results in input order."""
+        """Reset several environments at once: ``(i, seed, options)`` each; results in input order.
+        Unlike :meth:`step_many`, an error raised by any reset is raised after all ran: a reset, unlike
+        a step, can simply be run again."""
         calls = [(i, (i, seed, options)) for i, seed, options in items]
         try:
             results = self._fan_out("reset_many", calls)
