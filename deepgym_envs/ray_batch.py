@@ -16,7 +16,8 @@ What Ray adds is handled the way grading handles its own failures:
   has a free CPU and nothing else waits, gets a second copy; the first result wins and the other
   is cancelled (Ray raises ``KeyboardInterrupt`` in it, so grading's own ``with`` blocks close its
   sandbox). One slow node then costs one duplicate, not the whole batch's latency.
-* an exception raised by grading itself (a configuration mistake) propagates, as with threads.
+* an exception raised by grading itself is that candidate's ``no_verdict``, as with threads; only
+  a configuration mistake propagates (:func:`deepgym_envs.batch.graded_alone`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from deepgym_envs._ray import RepoBundle, connect, localise, pack_repos, reap_node_once, reap_nodes, should_ship
+from deepgym_envs.batch import graded_alone
 from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade
 from deepgym_envs.sandbox import SandboxLimits
 from deepgym_envs.tasks import Task
@@ -112,8 +114,8 @@ def run_batch_ray(task: Task, patches: list[str], workers: int | None = None, *,
                 del c.running[ref]
                 try:
                     settle(i, ray.get(ref))
-                except ray.exceptions.RayTaskError:
-                    raise  # grading itself raised: the same error the thread executor would raise
+                except ray.exceptions.RayTaskError as exc:  # grading itself raised: as with threads
+                    settle(i, graded_alone(exc.cause if isinstance(exc.cause, Exception) else exc))
                 except ray.exceptions.RayError as exc:  # the worker, its node or the result was lost
                     c.lost = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
                     lost_any = True
@@ -126,7 +128,7 @@ def run_batch_ray(task: Task, patches: list[str], workers: int | None = None, *,
             if straggler_after is not None and not waiting:
                 _duplicate_stragglers(ray, candidates, owner, limit, straggler_after, submit)
     finally:
-        for ref in owner:  # a grading error is propagating: stop the rest of the group
+        for ref in owner:  # a configuration mistake is propagating: stop the rest of the group
             ray.cancel(ref)
     if lost_any:  # a killed worker cannot remove its sandbox's temp dirs; the node's reaper can
         reap_nodes(ray)

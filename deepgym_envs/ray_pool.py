@@ -6,7 +6,7 @@
 >>> with EnvPool(64, "deepgym/SWE-v0", env_kwargs={"max_steps": 30}) as pool:
 ...     obs, info = pool.reset(0, seed=0)
 ...     obs, reward, terminated, truncated, info = pool.step(0, action)
-...     results = pool.step_many([(1, a1), (2, a2)])                  # one round trip per worker
+...     results = pool.step_many([(1, a1), (2, a2)])                  # a 5-tuple per item, in order
 ...     env = pool.env(3)        # a Gymnasium-shaped proxy: env.reset(...), env.step(...)
 >>> collect(llm, task_ids, pool=EnvPool(16, max_envs=64))   # acquire / release / final_patch
 
@@ -43,8 +43,7 @@ import gymnasium as gym
 
 from deepgym_envs._ray import connect, pack_repos, should_ship, worker_nodes
 from deepgym_envs.errors import DeepgymError, InfrastructureError
-from deepgym_envs.grading import Verdict
-from deepgym_envs.ray_worker import EnvWorker, Step, WorkerInfo
+from deepgym_envs.ray_worker import EnvWorker, Step, WorkerInfo, failed_step, raised_step
 from deepgym_envs.tasks import load_tasks
 
 __all__ = ["EnvPool", "EnvWorker", "PooledEnv", "WorkerInfo", "WorkerLost"]
@@ -215,20 +214,29 @@ class EnvPool:
 
     # -- many at once ---------------------------------------------------------------------------
     def step_many(self, items: Iterable[tuple[int, Any]]) -> list[Step]:
-        """Step several environments at once, one round trip per worker; results in input order.
-        An error raised by any environment (e.g. a step before reset) is raised after all ran."""
+        """Step several environments at once, one round trip per worker: one Gymnasium 5-tuple per
+        item, in input order.
+
+        Every item gets its own answer. Where an environment raised (e.g. a step before reset,
+        which :meth:`step` raises), or its worker died, that item's tuple ends its episode masked
+        (``terminated``, reward 0, a ``no_verdict`` verdict) and ``info["error"]`` (or
+        ``info["infrastructure_error"]``) says why; the other environments' steps, which have
+        happened, are returned as usual. Reset such an environment before stepping it again."""
         items = list(items)
         self._check_unique([i for i, _ in items])
         live = [(p, i, action) for p, (i, action) in enumerate(items) if i not in self._lost]
         out: list[Any] = [_dead_step(self._lost[i]) if i in self._lost else None for i, _ in items]
         results = self._fan_out("step_many", [(i, (i, action)) for _, i, action in live],
-                                on_dead=lambda reason, n: [_dead_step(reason)] * n)
+                                on_dead=lambda reason, n: [_dead_step(reason) for _ in range(n)],
+                                on_raised=lambda exc, n: [raised_step(exc) for _ in range(n)])
         for (p, _, _), result in zip(live, results):
             out[p] = result
         return out
 
     def reset_many(self, items: Iterable[tuple[int, int | None, dict[str, Any] | None]]) -> list[tuple[Any, dict]]:
-        """Reset several environments at once: ``(i, seed, options)`` each; results in input order."""
+        """Reset several environments at once: ``(i, seed, options)`` each; results in input order.
+        Unlike :meth:`step_many`, an error raised by any reset is raised after all ran: a reset, unlike
+        a step, can simply be run again."""
         calls = [(i, (i, seed, options)) for i, seed, options in items]
         try:
             results = self._fan_out("reset_many", calls)
@@ -410,7 +418,11 @@ class EnvPool:
             raise DeepgymError("each environment may appear only once per batched call")
 
     def _fan_out(self, method: str, items: Sequence[tuple[int, tuple]],
-                 on_dead: Callable[[str, int], list[Any]] | None = None) -> list[Any]:
+                 on_dead: Callable[[str, int], list[Any]] | None = None,
+                 on_raised: Callable[[BaseException, int], list[Any]] | None = None) -> list[Any]:
+        """Call ``method`` once per worker with its share of ``items``; results in input order.
+        ``on_dead`` / ``on_raised`` stand in for a worker's share when the worker died / its call
+        raised, so that one worker's failure does not cost the others' results."""
         self._live()
         self._check_unique([i for i, _ in items])
         groups: dict[tuple[int, Any], list[int]] = {}
@@ -427,6 +439,10 @@ class EnvPool:
                 if on_dead is None:
                     raise
                 results = on_dead(str(exc), len(positions))
+            except self._ray.exceptions.RayTaskError as exc:
+                if on_raised is None:
+                    raise
+                results = on_raised(exc.cause or exc, len(positions))
             for p, result in zip(positions, results):
                 out[p] = result
         return out
@@ -461,6 +477,4 @@ class PooledEnv(gym.Env):
 def _dead_step(reason: str) -> Step:
     """What a step returns when the worker holding the environment died: the episode is over
     and masked, exactly as when a local sandbox dies (a ``no_verdict``: see README "Reward")."""
-    verdict = Verdict.no_verdict(reason)
-    info = {"infrastructure_error": reason, "verdict": verdict.to_dict(), "masked": True, "reward_components": {}}
-    return f"Error: the sandbox failed: {reason}", 0.0, True, False, info
+    return failed_step(f"Error: the sandbox failed: {reason}", reason, infrastructure_error=reason)

@@ -15,8 +15,25 @@ from typing import Any
 import gymnasium as gym
 
 from deepgym_envs._ray import RepoBundle, localise, reap_after, reap_node_once
+from deepgym_envs.grading import Verdict
 
 Step = tuple[Any, float, bool, bool, dict[str, Any]]
+
+
+def failed_step(observation: str, reason: str, **info: Any) -> Step:
+    """A step in place of one whose result cannot be had (the environment raised, or its worker
+    died): the episode ends masked, a ``no_verdict`` as when a local sandbox dies (README "Reward"),
+    so a batch still answers for every item and a trainer drops this one sample, not the batch."""
+    verdict = Verdict.no_verdict(reason)
+    info.update(verdict=verdict.to_dict(), masked=True, reward_components={})
+    return observation, 0.0, True, False, info
+
+
+def raised_step(exc: BaseException) -> Step:
+    """:func:`failed_step` for an environment whose ``step`` raised ``exc``; ``info["error"]`` names it
+    (cut short: the message may echo what the agent wrote)."""
+    error = f"{type(exc).__name__}: {str(exc)[:1000]}"
+    return failed_step(f"Error: the environment raised {error}", f"the environment raised {error}", error=error)
 
 
 @dataclass(frozen=True)
@@ -98,8 +115,17 @@ class EnvWorker:
             return self.envs[i].step(action)
 
     def step_many(self, items: list[tuple[int, Any]]) -> list[Step]:
+        """Every item's step, in order. A step that raises answers with :func:`raised_step` in its
+        place: raising instead would throw away the other steps, which have happened (and a step
+        cannot be re-run)."""
         futures = [self.threads.submit(self.step, i, action) for i, action in items]
-        return [f.result() for f in futures]  # every step runs; the first error, if any, is raised
+        out = []
+        for future in futures:
+            try:
+                out.append(future.result())
+            except Exception as exc:
+                out.append(raised_step(exc))
+        return out
 
     def reset_many(self, items: list[tuple[int, int | None, dict[str, Any] | None]]) -> list[tuple[Any, dict]]:
         futures = [self.threads.submit(self.reset, i, seed, options) for i, seed, options in items]

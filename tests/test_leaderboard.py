@@ -111,11 +111,14 @@ def test_pass_at_k_is_the_unbiased_estimator(results_dir: Path) -> None:
     assert run.top_pass == pytest.approx(2 / 3)
 
 
-def test_pass_at_k_from_the_file_wins(tmp_path: Path) -> None:
-    path = write(tmp_path, "r.json", result("m", {"a": ["resolved", "unresolved"]}, k=2,
-                                            pass_at_k={"1": 0.5, "2": 0.75}))
+def test_pass_at_k_from_the_file_is_kept_where_its_episodes_bear_it_out(tmp_path: Path) -> None:
+    # The agent loop averages pass@2 over the tasks with two rollouts; from the episodes alone the
+    # leaderboard would stop at pass@1 (b has one rollout). A number that disagrees is refused
+    # (tests/security/test_results_files.py).
+    path = write(tmp_path, "r.json", result("m", {"a": ["resolved", "unresolved"], "b": ["unresolved"]}, k=2,
+                                            pass_at_k={"1": 0.25, "2": 1.0}))
     run = load_run(path)
-    assert run.pass_at_k == {1: 0.5, 2: 0.75} and run.top_pass == 0.75
+    assert run.pass_at_k == {1: 0.25, 2: 1.0} and run.top_pass == 1.0
 
 
 # --- malformed files ------------------------------------------------------------------------------
@@ -196,11 +199,12 @@ def test_empty_results_directory_still_writes_a_page(tmp_path: Path, capsys) -> 
 
 def test_ranked_by_resolved_rate_then_pass_at_k(tmp_path: Path) -> None:
     d = tmp_path / "r"
-    write(d, "a.json", result("a", {"t": ["resolved", "unresolved"], "u": ["unresolved", "unresolved"]}, k=2,
-                                    pass_at_k={"1": 0.25, "2": 0.5}))
-    write(d, "b.json", result("b", {"t": ["resolved", "unresolved"], "u": ["unresolved", "unresolved"]}, k=2,
-                                    pass_at_k={"1": 0.25, "2": 0.4}))
-    write(d, "c.json", result("c", {"t": ["resolved", "resolved"], "u": ["unresolved", "unresolved"]}, k=2))
+    # a and b resolve half their rollouts; a's are spread over both tasks (pass@2 1.0), b's not (0.5)
+    write(d, "a.json", result("a", {"t": ["resolved", "unresolved"], "u": ["resolved", "unresolved"]}, k=2,
+                                    pass_at_k={"1": 0.5, "2": 1.0}))
+    write(d, "b.json", result("b", {"t": ["resolved", "resolved"], "u": ["unresolved", "unresolved"]}, k=2,
+                                    pass_at_k={"1": 0.5, "2": 0.5}))
+    write(d, "c.json", result("c", {"t": ["resolved", "resolved"], "u": ["resolved", "unresolved"]}, k=2))
     entries = rank(load_runs(d)[0])["demo"]
     assert [(e.rank, e.run.agent) for e in entries] == [(1, "c"), (2, "a"), (3, "b")]
 

@@ -8,12 +8,22 @@ older files lack them and get sensible defaults (k = 1, pass@k computed from the
 Every field is checked on the way in, so a hand-edited or truncated file is reported by file and
 field (``results/x.json: field 'episodes[3].status': ...``) instead of surfacing as a traceback
 from deep inside the page renderer.
+
+Anyone who can drop a file into the results folder decides what it holds, so the episodes are the
+record and the summary only restates them: a summary number its own episodes contradict (a
+"perfect" summary over failed episodes) refuses the file, naming the field. Only regular files are
+read (a link, FIFO or device is refused, never followed or waited on), at most
+:data:`MAX_RESULTS_BYTES` of them, and one file that cannot be read is reported and skipped: it
+never stops the others from being ranked.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +32,12 @@ from typing import Any, Callable, Iterable, TypeVar
 from deepgym_envs.errors import ResultsFormatError
 
 STATUSES = ("resolved", "unresolved", "no_verdict")
+#: Results files larger than this are refused unread. A full SWE-bench run (2,294 tasks, k = 8) is
+#: about 10 MiB; a JSON document costs several times its size once parsed.
+MAX_RESULTS_BYTES = 32 << 20
+#: pass@k is computed and checked up to this k: the exact estimator's cost grows with k, and a file
+#: (up to the size cap) could otherwise ask for pass@100000 and stall the build.
+MAX_K = 1000
 _MISSING: Any = object()
 T = TypeVar("T")
 
@@ -161,7 +177,7 @@ def pass_at_k_from_episodes(episodes: Iterable[Episode]) -> dict[int, float]:
         n_c[1] += e.status == "resolved"
     if not samples:
         return {}
-    k_max = min(n for n, _ in samples.values())
+    k_max = min(min(n for n, _ in samples.values()), MAX_K)
     return {k: sum(pass_at_k(n, c, k) for n, c in samples.values()) / len(samples) for k in range(1, k_max + 1)}
 
 
@@ -305,13 +321,57 @@ def parse_run(path: Path, data: Any) -> Run:
     run.k = s.get("k", _int, max(run.pass_at_k, default=1))
     if run.tokens is None and episodes and all(e.tokens is not None for e in episodes):
         run.tokens = sum(e.tokens or 0 for e in episodes)
+    _check_summary(path, run, s)
     return run
+
+
+def _check_summary(path: Path, run: Run, s: "_Fields") -> None:
+    """Refuse a summary that its episodes contradict: the episodes are the record, and a summary
+    can be written to say anything. Each number the summary carries is recomputed from them the
+    way ``deepgym eval`` computes it; wall time (not derivable) is the only one taken on trust."""
+    episodes, n = run.episodes, len(run.episodes)
+    rollouts: dict[str, list[bool]] = {}
+    for e in episodes:
+        rollouts.setdefault(e.task_id, []).append(e.status == "resolved")
+    resolved = sum(e.status == "resolved" for e in episodes)
+    no_verdict = sum(e.status == "no_verdict" for e in episodes)
+    expected: dict[str, tuple[float, ...]] = {
+        "tasks": (len(rollouts), n),  # eval's baselines count episodes, the agent loop distinct tasks
+        "episodes": (n,), "resolved": (resolved,), "resolved_rate": (resolved / n if n else 0.0,),
+        "no_verdict": (no_verdict,), "mean_steps": (sum(e.steps for e in episodes) / n if n else 0.0,)}
+    if isinstance(s.obj.get("tokens"), int) and episodes and all(e.tokens is not None for e in episodes):
+        expected["tokens"] = (sum(e.tokens or 0 for e in episodes),)  # a breakdown may count prompts too
+    for name, truths in expected.items():
+        claimed = s.get(name, _number, None)
+        if claimed is not None and not any(_same(claimed, t) for t in truths):
+            _contradiction(path, f"summary.{name}", claimed, truths[0])
+    most = max(map(len, rollouts.values()), default=1)
+    if "k" in s.obj and run.k > most:
+        _contradiction(path, "summary.k", run.k, f"at most {most} rollouts a task")
+    if "pass_at_k" in s.obj:
+        if max(run.pass_at_k, default=0) > MAX_K:
+            raise ResultsFormatError(str(path), "summary.pass_at_k", f"pass@k is checked up to k = {MAX_K}")
+        for j, claimed in run.pass_at_k.items():
+            # the agent loop's estimator: the mean over the tasks with at least j rollouts
+            per_task = [pass_at_k(len(r), sum(r), j) for r in rollouts.values() if len(r) >= j]
+            truth = sum(per_task) / len(per_task) if per_task else 0.0
+            if not _same(claimed, truth):
+                _contradiction(path, "summary.pass_at_k", f"pass@{j} = {claimed!r}", repr(truth))
+
+
+def _same(claimed: float, truth: float) -> bool:
+    return math.isclose(claimed, truth, rel_tol=1e-9, abs_tol=1e-9)  # JSON keeps floats; a sum's order may not
+
+
+def _contradiction(path: Path, field_name: str, claimed: Any, truth: Any) -> None:
+    raise ResultsFormatError(str(path), field_name, f"says {claimed} but the file's own episodes give {truth}; "
+                             "the summary must restate the episodes")
 
 
 def _read_json(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = _read_regular(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ResultsFormatError(str(path), None, f"cannot be read: {exc}") from None
     try:
         return json.loads(text)
@@ -319,6 +379,55 @@ def _read_json(path: Path) -> Any:
         # json's messages may end in "at" ("Invalid control character at"), meant to precede a position.
         raise ResultsFormatError(str(path), None, f"not valid JSON (line {exc.lineno}, column {exc.colno}: "
                                  f"{exc.msg.removesuffix(' at')})") from None
+    except (ValueError, RecursionError) as exc:  # a number too long to convert, arrays nested too deep
+        raise ResultsFormatError(str(path), None, f"not valid JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most :data:`MAX_RESULTS_BYTES`.
+
+    Opened without following a link (a ``*.json`` link to ``/dev/zero`` would be read until memory
+    runs out) and without blocking (a FIFO with no writer would block the open for good); what is
+    open is then checked to be a regular file, and read no further than the cap."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ResultsFormatError(str(path), None, "is a symbolic link; results files must be regular "
+                                     "files (copy the file in instead)") from None
+        raise ResultsFormatError(str(path), None, f"cannot be read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ResultsFormatError(str(path), None, "is not a regular file (a FIFO, device or socket); "
+                                     "results files must be regular files")
+        too_big = f"is larger than the {MAX_RESULTS_BYTES >> 20} MiB cap for results files"
+        if info.st_size > MAX_RESULTS_BYTES:
+            raise ResultsFormatError(str(path), None, f"{too_big} ({info.st_size} bytes)")
+        try:
+            data = fh.read(MAX_RESULTS_BYTES + 1)  # + 1: a file that grew since fstat is caught too
+        except OSError as exc:
+            raise ResultsFormatError(str(path), None, f"cannot be read: {exc.strerror or exc}") from None
+    if len(data) > MAX_RESULTS_BYTES:
+        raise ResultsFormatError(str(path), None, too_big)
+    return data
+
+
+def _results_files(directory: Path) -> list[Path]:
+    """Every ``*.json`` under ``directory``, sorted. The walk is iterative (a folder thousands of
+    levels deep is walked, not a ``RecursionError``) and never enters a linked directory."""
+    found, todo = [], [directory]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(Path(entry.path))
+                    elif entry.name.endswith(".json"):
+                        found.append(Path(entry.path))
+        except OSError:  # unreadable, or a path past the system's length limit: nothing to rank there
+            continue
+    return sorted(found)
 
 
 def is_predictions(data: Any) -> bool:
@@ -336,9 +445,22 @@ def load_run(path: str | Path) -> Run:
     return parse_run(path, _read_json(path))
 
 
+def _load_one(path: Path) -> Run | None:
+    """One file of a results folder (None: a predictions file). Whatever goes wrong is this file's
+    :class:`ResultsFormatError`: the folder's other files are still ranked."""
+    try:
+        data = _read_json(path)
+        return None if is_predictions(data) else parse_run(path, data)
+    except ResultsFormatError:
+        raise
+    except Exception as exc:  # e.g. a shape nested past what the checks can walk
+        raise ResultsFormatError(str(path), None, f"cannot be checked: {type(exc).__name__}: {exc}") from None
+
+
 def load_runs(directory: str | Path, *, strict: bool = False) -> tuple[list[Run], list[Skipped]]:
     """Every ``*.json`` under ``directory``; malformed files are skipped and listed (or raise, if strict).
 
+    One file never stops the others: whatever goes wrong reading it, it is skipped with the reason.
     SWE-bench predictions files found there are passed over in silence.
     """
     directory = Path(directory)
@@ -347,15 +469,16 @@ def load_runs(directory: str | Path, *, strict: bool = False) -> tuple[list[Run]
                                  "`deepgym eval --agent NAME --out DIR/NAME.json`")
     runs: list[Run] = []
     skipped: list[Skipped] = []
-    for path in sorted(directory.rglob("*.json")):
+    for path in _results_files(directory):
         try:
-            data = _read_json(path)
-            if not is_predictions(data):
-                runs.append(parse_run(path, data))
+            run = _load_one(path)
         except ResultsFormatError as exc:
             if strict:
                 raise
             skipped.append(Skipped(path, str(exc)))
+            continue
+        if run is not None:
+            runs.append(run)
     return runs, skipped
 
 

@@ -14,6 +14,7 @@ behaviour log-probabilities, per-turn rewards, the verdict and the ``masked`` fl
 from __future__ import annotations
 
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Sequence
@@ -61,18 +62,23 @@ class DirectCollector:
             self._envs.append(gym.make(self.env_id, **self.env_kwargs))
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self._calls)
         self._calls += 1
-        trajs, contexts, pending = [], [], []
+        trajs, contexts, pending, live = [], [], [], []
         for g, task_id in enumerate(task_ids):
             group = uuid.uuid4().hex
             for i in range(k):
                 env = self._envs[g * k + i]
-                obs, _ = env.reset(seed=self.seed + self._calls * n + g * k + i, options={"task_id": task_id})
                 trajs.append(Trajectory(task_id=task_id, group_id=group, rollout_index=i, env_id=self.env_id,
                                         policy={"model": type(self.model).__name__, "version": policy_version}))
+                try:
+                    obs, _ = env.reset(seed=self.seed + self._calls * n + g * k + i, options={"task_id": task_id})
+                except Exception as exc:
+                    obs = ""
+                    _end_with_error(trajs[-1], exc)
+                else:
+                    live.append(g * k + i)
                 prompt = [self.tokenizer.bos_token_id, *self._encode(obs)]
                 contexts.append(list(prompt))
                 pending.append(_Pending(prompt_ids=prompt))
-        live = list(range(n))
         was_training = self.model.training
         self.model.eval()
         try:
@@ -134,7 +140,11 @@ class DirectCollector:
         """Send the finished completion to episode ``e``'s env; True while the episode goes on."""
         text = self.tokenizer.decode(p.completion, skip_special_tokens=True)
         t0 = time.perf_counter()
-        obs, reward, terminated, truncated, info = self._envs[e].step(text)
+        try:
+            obs, reward, terminated, truncated, info = self._envs[e].step(text)
+        except Exception as exc:  # this episode's sample is lost; the batch's others are not
+            _end_with_error(traj, exc)
+            return False
         env_time = time.perf_counter() - t0
         done = terminated or truncated
         obs_ids = [] if done else self._encode(obs)
@@ -153,6 +163,15 @@ class DirectCollector:
             traj.masked = bool(info.get("masked", False))
             traj.stop_reason = "submitted" if terminated else "max_steps"
         return not done
+
+
+def _end_with_error(traj: Trajectory, exc: Exception) -> None:
+    """End ``traj`` masked because its environment raised ``exc``, as the agent loop ends such an
+    episode: a harness failure says nothing about the policy, and costs only this sample."""
+    traj.stop_reason = f"error: {type(exc).__name__}: {exc}"
+    traj.masked = True
+    traj.verdict = {"status": "no_verdict", "reason": traj.stop_reason}
+    traj.metadata["traceback"] = traceback.format_exc(limit=8)
 
 
 @dataclass
