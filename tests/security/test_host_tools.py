@@ -199,6 +199,11 @@ def test_edit_insert_in_a_long_ordinary_file_still_works_within_bounds(sandbox, 
     assert "150001\tinserted = True" in run("view", path="long.py", view_range=[150_000, 150_002]).output
 
 
+def test_a_lone_surrogate_in_new_text_is_an_error_observation(run):
+    with pytest.raises(ToolError, match="surrogate"):
+        run("edit", command="create", path="new.py", file_text="x = '\ud800'\n")
+
+
 def test_the_selection_reader_is_bounded_for_a_sparse_file(task_file, tree):
     """The shaping step reads each changed file to cut it into blocks (an ast tree, cached by its
     source): a 1 GiB sparse file the agent made was read, parsed and cached whole."""
