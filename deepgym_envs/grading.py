@@ -57,7 +57,7 @@ from deepgym_envs.gitrepo import GitError, run_git
 from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import HostPaths, Sandbox, SandboxLimits, make_sandbox
 from deepgym_envs.sandbox.pool import ViewPool
-from deepgym_envs.selection import TestMap, load_map, select_tests
+from deepgym_envs.selection import MAX_SOURCE_BYTES, TestMap, load_map, select_tests
 from deepgym_envs.tasks import Task, files_of_test_patch, patch_paths
 from deepgym_envs.testrun import run_pytest
 from deepgym_envs.testrun.config import FLOOR, chooses_config, config_file_names, pristine_config_args
@@ -877,7 +877,7 @@ def _selection(task: Task, tmap: TestMap, tree: Path, sb: Sandbox, changed: list
                 os.path.realpath(base), path):
             return None  # a link anywhere on the way: not the file the map knows
         with open(full, "rb") as fh:
-            return fh.read()
+            return fh.read(MAX_SOURCE_BYTES + 1)  # the agent's file may be a 1 GiB sparse one
 
     chosen = select_tests(tmap, changed, lambda p: regular(str(tree), p), lambda p: regular(root, p))
     if chosen is None:

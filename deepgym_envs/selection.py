@@ -72,9 +72,28 @@ class Analysis:
         return MODULE
 
 
-@functools.lru_cache(maxsize=256)
+#: The largest source cut into blocks (and read for it): a larger changed file gets the full run.
+#: The agent shapes the file (a 1 GiB sparse one costs it nothing) and the host would read, parse
+#: and cache it whole.
+MAX_SOURCE_BYTES = 4 << 20
+#: Sources up to this size are cached by their bytes (the pristine files, asked about every step);
+#: larger ones are cut anew each time, so the cache holds at most 256 of these.
+_CACHED_SOURCE_BYTES = 256 << 10
+
+
 def analyse(source: bytes) -> Analysis | None:
-    """Cut ``source`` into skeleton and blocks; None when it does not parse."""
+    """Cut ``source`` into skeleton and blocks; None when it does not parse or is over MAX_SOURCE_BYTES."""
+    if len(source) > MAX_SOURCE_BYTES:
+        return None
+    return _analysed(source) if len(source) <= _CACHED_SOURCE_BYTES else _analyse(source)
+
+
+@functools.lru_cache(maxsize=256)
+def _analysed(source: bytes) -> Analysis | None:
+    return _analyse(source)
+
+
+def _analyse(source: bytes) -> Analysis | None:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -242,7 +261,8 @@ def select_tests(tmap: TestMap, changed: list[str], read_pristine: Callable[[str
     """The hidden tests the changed files can affect, or None for "run them all".
 
     ``changed``: the paths that differ from the state the map was recorded on. ``read_*``: a
-    path's bytes in that state and now; None when it is not a regular file there.
+    path's bytes in that state and now; None when it is not a regular file there. They need read
+    no more than MAX_SOURCE_BYTES + 1 bytes: a longer file gets the full run.
     """
     selected = {t for t, r in tmap.tests.items() if r.always or r.outcome != "passed"}
     global_files = set(tmap.global_files)
@@ -250,6 +270,8 @@ def select_tests(tmap: TestMap, changed: list[str], read_pristine: Callable[[str
         old, new = read_pristine(path), read_current(path)
         if old is None or new is None:
             return None  # added, deleted, a link or a directory
+        if len(old) > MAX_SOURCE_BYTES or len(new) > MAX_SOURCE_BYTES:
+            return None  # read in part only: too large to tell what changed
         if old == new:
             continue
         if path in global_files or not path.endswith(".py"):

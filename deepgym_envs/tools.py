@@ -122,25 +122,26 @@ class Tools:
         sb = self.sandbox
         if _is_dir(sb, path):
             return ToolResult(self._listing(path))
-        _check_size(sb, path, "view")
-        data = sb.read_file(path)
+        data = _read_limited(sb, path, "view")
         if b"\0" in data[:8192]:
             return ToolResult(f"{path}: binary file ({len(data)} bytes), not shown")
-        lines = data.decode("utf-8", "replace").splitlines()
-        start, end = 1, len(lines)
+        text = data.decode("utf-8", "replace")
+        del data
+        count = _check_lines(text, path, "view")
+        start, end = 1, count
         if view_range is not None:
             if len(view_range) != 2:
                 raise ToolError("view_range must be [start, end]")
-            start, end = view_range[0], (len(lines) if view_range[1] == -1 else view_range[1])
-            if not 1 <= start <= max(len(lines), 1) or end < start:
-                raise ToolError(f"view_range {view_range} is outside the file's {len(lines)} lines")
-            end = min(end, len(lines))
+            start, end = view_range[0], (count if view_range[1] == -1 else view_range[1])
+            if not 1 <= start <= max(count, 1) or end < start:
+                raise ToolError(f"view_range {view_range} is outside the file's {count} lines")
+            end = min(end, count)
         note = ""
         if end - start + 1 > MAX_VIEW_LINES:
             end = start + MAX_VIEW_LINES - 1
-            note = f"\n[showing lines {start}-{end} of {len(lines)}; use view_range to see more]"
-        body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(start, end + 1))
-        return ToolResult(f"{path} ({len(lines)} lines)\n{body}{note}" if lines else f"{path}: empty file")
+            note = f"\n[showing lines {start}-{end} of {count}; use view_range to see more]"
+        body = "\n".join(f"{i:6}\t{line}" for i, line in enumerate(_lines(text, start - 1, end), start))
+        return ToolResult(f"{path} ({count} lines)\n{body}{note}" if count else f"{path}: empty file")
 
     def _listing(self, path: str) -> str:
         out = []
@@ -161,6 +162,8 @@ class Tools:
     def search(self, pattern: str, path: str = ".", regex: bool = False, include: str | None = None) -> ToolResult:
         if not pattern:
             raise ToolError("search: pattern must not be empty")
+        if len(pattern) > MAX_PATTERN_CHARS or len(include or "") > MAX_PATTERN_CHARS:
+            raise ToolError(f"search: the pattern and include are limited to {MAX_PATTERN_CHARS} characters each")
         try:
             rx = re.compile(pattern if regex else re.escape(pattern))
         except re.error as exc:
@@ -184,17 +187,19 @@ class Tools:
         return ToolResult("\n".join(matches) + more)
 
     def _search_in_sandbox(self, pattern: str, rel: str, include: str | None) -> tuple[list[str], int]:
-        argv = ["python3", "-c", _search_script(), pattern, rel, include or "", json.dumps(sorted(SKIP_DIRS)),
-                str(MAX_SEARCH_MATCHES)]
+        # -I: the working directory (the agent's workspace) is not on sys.path, so a json.py or re.py
+        # there is not what the helper imports; PYTHON* variables are ignored. -S: no site-packages,
+        # whose .pth files the agent may have written. What it prints is still read as the agent's.
+        argv = ["python3", "-I", "-S", "-c", _search_script(), pattern, rel, include or "",
+                json.dumps(sorted(SKIP_DIRS)), str(MAX_SEARCH_MATCHES)]
         res = self._own_command(argv, SEARCH_TIMEOUT)  # the agent's own, as a bash step is
         if res.timed_out:
             raise ToolError(f"search: the regular expression ran longer than {SEARCH_TIMEOUT:.0f}s; simplify it "
                             "(nested repetition such as (a+)+ backtracks exponentially)")
-        try:
-            matches, total = json.loads(res.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise ToolError(f"search failed: {(res.stderr or res.stdout).strip()[-500:]}") from None
-        return [str(m) for m in matches], int(total)
+        found = _search_output(res.stdout)
+        if found is None:
+            raise ToolError(f"search failed: {(res.stderr or res.stdout).strip()[-500:]}")
+        return found
 
     # -- edit ----------------------------------------------------------------------------------
     def edit(self, command: str, path: str, old_str: str | None = None, new_str: str | None = None,
@@ -205,8 +210,8 @@ class Tools:
                 raise ToolError("edit create: file_text is required")
             if sb.exists(path):
                 raise ToolError(f"{path} already exists; use str_replace to change it")
-            sb.write_file(path, file_text.encode())
-            return ToolResult(f"created {path} ({len(file_text.splitlines())} lines)", changed_workspace=True)
+            sb.write_file(path, _encode(file_text, path))
+            return ToolResult(f"created {path} ({_line_count(file_text)} lines)", changed_workspace=True)
         text = self._read_text(path)
         if command == "str_replace":
             if old_str is None or new_str is None:
@@ -220,41 +225,45 @@ class Tools:
             if count > 1:
                 # The first ten only: a line number per match is quadratic (old_str "\n" in a long file).
                 starts = [m.start() for m in itertools.islice(re.finditer(re.escape(old_str), text), 10)]
-                lines = [text[:at].count("\n") + 1 for at in starts]
+                lines = [text.count("\n", 0, at) + 1 for at in starts]
                 raise ToolError(f"edit str_replace: old_str occurs {count} times in {path} (lines "
                                 f"{', '.join(map(str, lines[:10]))}); include more context to make it unique")
             at = text.index(old_str)
             text = text.replace(old_str, new_str, 1)
-            first = text[:at].count("\n") + 1
+            first = text.count("\n", 0, at) + 1
         elif command == "insert":
             if new_str is None or insert_line is None:
                 raise ToolError("edit insert: new_str and insert_line are required")
-            lines = text.splitlines(keepends=True)
-            if not 0 <= insert_line <= len(lines):
-                raise ToolError(f"edit insert: insert_line must be between 0 and {len(lines)}")
-            if lines and not lines[-1].endswith("\n") and insert_line == len(lines):
-                lines[-1] += "\n"
-            lines.insert(insert_line, new_str if new_str.endswith("\n") else new_str + "\n")
-            text = "".join(lines)
+            count = _line_count(text)
+            if not 0 <= insert_line <= count:
+                raise ToolError(f"edit insert: insert_line must be between 0 and {count}")
+            at = _line_offset(text, insert_line)
+            # Spliced at an offset, never through a list of the file's lines (one string per line
+            # cost the host 40 times the file's size).
+            last_open = insert_line == count and count and not text.endswith("\n")
+            text = "".join((text[:at], "\n" if last_open else "", new_str,
+                            "" if new_str.endswith("\n") else "\n", text[at:]))
             first = insert_line + 1
         else:
             raise ToolError(f"edit: unknown command {command!r}; use str_replace, insert or create")
-        sb.write_file(path, text.encode())
-        snippet = text.splitlines()[max(first - 4, 0): first + 4 + (new_str or "").count("\n")]
-        shown = "\n".join(f"{i:6}\t{line}" for i, line in enumerate(snippet, start=max(first - 3, 1)))
+        sb.write_file(path, _encode(text, path))
+        lo = max(first - 4, 0)
+        snippet = _lines(text, lo, first + 4 + (new_str or "").count("\n"))
+        shown = "\n".join(f"{i:6}\t{line}" for i, line in enumerate(snippet, start=lo + 1))
         return ToolResult(f"edited {path}; the lines around the change:\n{shown}", changed_workspace=True)
 
     def _read_text(self, path: str) -> str:
         if _is_dir(self.sandbox, path):
             raise ToolError(f"{path} is a directory")
-        _check_size(self.sandbox, path, "edit")
-        data = self.sandbox.read_file(path)
+        data = _read_limited(self.sandbox, path, "edit")
         if b"\0" in data[:8192]:
             raise ToolError(f"{path} is a binary file; it cannot be edited as text")
         try:
-            return data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"{path} is not valid UTF-8 text") from None
+        _check_lines(text, path, "edit")
+        return text
 
     # -- run_tests / bash / submit -------------------------------------------------------------
     def run_tests(self, tests: list[str] | None = None) -> ToolResult:
@@ -305,9 +314,28 @@ def host_paths(sb: Sandbox) -> HostPaths:
     return sb
 
 
-#: The largest file view and edit read (the host holds it, and a line list of it, in memory: a
-#: gigabyte of newlines the agent wrote was ten of the host's); bash reads larger ones in the sandbox.
+#: The largest file view and edit read (the host holds it in memory: a gigabyte of newlines the
+#: agent wrote was ten of the host's); bash reads larger ones in the sandbox.
 MAX_TEXT_BYTES = 16 << 20
+#: The most lines a file view and edit take: each line costs the host a step of work (16 MiB of
+#: newlines is 16 million lines); a million is far beyond any source file.
+MAX_TEXT_LINES = 1 << 20
+#: The longest search pattern or include glob (both are compiled on the host).
+MAX_PATTERN_CHARS = 4096
+#: Where str.splitlines breaks a line (so line numbers agree with what view showed before).
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_BREAK = re.compile("\r\n|[" + re.escape(_LINE_BREAKS) + "]")
+
+
+def _read_limited(sb: Sandbox, path: str, tool: str) -> bytes:
+    """The file's bytes, refused over MAX_TEXT_BYTES both before the read (by its size) and after
+    (the agent's background process may have grown it in between)."""
+    _check_size(sb, path, tool)
+    data = sb.read_file(path)
+    if len(data) > MAX_TEXT_BYTES:
+        raise ToolError(f"{path}: {len(data)} bytes is too large for {tool} (the limit is "
+                        f"{MAX_TEXT_BYTES >> 20} MiB); use bash (head, sed -n, grep) on it")
+    return data
 
 
 def _check_size(sb: Sandbox, path: str, tool: str) -> None:
@@ -320,6 +348,63 @@ def _check_size(sb: Sandbox, path: str, tool: str) -> None:
                         "use bash (head, sed -n, grep) on it")
 
 
+def _check_lines(text: str, path: str, tool: str) -> int:
+    count = _line_count(text)
+    if count > MAX_TEXT_LINES:
+        raise ToolError(f"{path}: {count} lines is too many for {tool} (the limit is {MAX_TEXT_LINES}); "
+                        "use bash (head, sed -n, grep) on it")
+    return count
+
+
+def _line_count(text: str) -> int:
+    """``len(text.splitlines())`` without making the list (a string per line)."""
+    breaks = sum(text.count(c) for c in _LINE_BREAKS) - text.count("\r\n")
+    return breaks + (1 if text and text[-1] not in _LINE_BREAKS else 0)
+
+
+def _line_offset(text: str, n: int, pos: int = 0) -> int:
+    """Where the line ``n`` lines after the one at ``pos`` starts (the text's end if there is none)."""
+    if n <= 0:
+        return pos
+    found = next(itertools.islice(_LINE_BREAK.finditer(text, pos), n - 1, None), None)
+    return found.end() if found else len(text)
+
+
+def _lines(text: str, start: int, stop: int) -> list[str]:
+    """``text.splitlines()[start:stop]``, splitting only those lines."""
+    lo = _line_offset(text, start)
+    return text[lo:_line_offset(text, stop - start, lo)].splitlines() if stop > start else []
+
+
+def _encode(text: str, path: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate the tool call's JSON carried ("\ud800")
+        raise ToolError(f"{path}: the new text is not valid Unicode (a lone surrogate); nothing was written") from None
+
+
+#: The most a regex search's helper may print (100 matches of a line's 200 characters and a path).
+_SEARCH_OUTPUT_MAX = 1 << 20
+
+
+def _search_output(stdout: str) -> tuple[list[str], int] | None:
+    """The helper's ``[matches, total]`` from the last line it printed, or None if that is not one.
+    The helper runs in the agent's sandbox, so its output is the agent's: read with a bound on its
+    size, and its shape checked before anything is taken from it."""
+    line = stdout.rstrip()[-(_SEARCH_OUTPUT_MAX + 1):].rpartition("\n")[2]
+    if not line or len(line) > _SEARCH_OUTPUT_MAX:
+        return None
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):  # not JSON; an integer of thousands of digits; nested too deep
+        return None
+    if not (isinstance(data, list) and len(data) == 2 and isinstance(data[0], list)
+            and type(data[1]) is int and len(data[0]) <= MAX_SEARCH_MATCHES
+            and len(data[0]) <= data[1] < 1 << 62 and all(isinstance(m, str) for m in data[0])):
+        return None
+    return data[0], data[1]
+
+
 def _is_dir(sb: Sandbox, path: str) -> bool:
     return os.path.isdir(host_paths(sb).resolve(path))
 
@@ -328,24 +413,27 @@ def _walk_files(root: str, wanted: Callable[[str], object] | None = None):
     """Regular files under ``root`` in sorted order, skipping SKIP_DIRS, symlinks and anything
     else that is not a plain file (a FIFO would block the read). The file type comes from the
     directory listing, not a stat per file: through ``/proc/<pid>/root`` each lookup is dear.
-    ``wanted``: a file-name filter (the compiled ``include`` glob)."""
+    ``wanted``: a file-name filter (the compiled ``include`` glob). A stack, not recursion: the
+    agent's tree may nest thousands of directories deep."""
     if os.path.isfile(root):
         yield root
         return
-    try:
-        with os.scandir(root) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError:
-        return
-    subdirs = []
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            if entry.name not in SKIP_DIRS:
-                subdirs.append(entry.path)
-        elif entry.is_file(follow_symlinks=False) and (wanted is None or wanted(entry.name)):
-            yield entry.path
-    for sub in subdirs:
-        yield from _walk_files(sub, wanted)
+    pending = [root]
+    while pending:
+        top = pending.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in SKIP_DIRS:
+                    subdirs.append(entry.path)
+            elif entry.is_file(follow_symlinks=False) and (wanted is None or wanted(entry.name)):
+                yield entry.path
+        pending += reversed(subdirs)  # the first subdirectory is walked next, as recursion would
 
 
 def _read_head(path: str, limit: int = 2 << 20, dir_fd: int | None = None) -> bytes | None:

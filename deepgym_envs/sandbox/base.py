@@ -293,7 +293,7 @@ class HostViewSandbox:
         host = self.resolve(path)
         try:
             with open_regular(host, os.O_RDONLY, path) as fh:
-                return fh.read(self.limits.disk_bytes or -1)
+                return read_at_most(fh, self.limits.disk_bytes)
         except FileNotFoundError:
             raise ToolError(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -464,6 +464,25 @@ def host_tool(name: str) -> str:
     """Where the host's program ``name`` is, found on this process's ``PATH``: a launcher starts
     with :data:`LAUNCHER_ENV`'s, which need not hold it (a bubblewrap in ``~/.local/bin``)."""
     return shutil.which(name) or name
+
+
+def read_at_most(fh, limit: int) -> bytes:
+    """The file's bytes, at most ``limit`` of them (0: no limit). ``fh.read(limit)`` would allocate
+    ``limit`` bytes up front: a gigabyte for every small file read under a 1 GiB disk cap."""
+    size = os.fstat(fh.fileno()).st_size
+    want = min(size + 1, limit) if limit else size + 1
+    data = fh.read(want)
+    if len(data) < want or (limit and len(data) >= limit):
+        return data
+    chunks = [data]  # the file grew since fstat: the rest in bounded pieces
+    got = len(data)
+    while not limit or got < limit:
+        chunk = fh.read(min(1 << 20, limit - got) if limit else 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -641,42 +660,55 @@ def task_python_env(env: dict[str, str], prefix: str | None, pythonpath: tuple[s
     return env
 
 
+#: The longest workspace path a tool takes, in bytes: the kernel's own PATH_MAX. Longer paths
+#: cannot name a file anyway, and resolving one costs the host work in proportion to its length.
+MAX_PATH_BYTES = 4096
+
+
 def resolve_in_root(root: str, path: str, workdir: str = WORKDIR, *, follow_last: bool = True) -> str:
     """Map a workspace path to a host path under ``root``, following symlinks as the sandbox would.
 
     Absolute paths are accepted only under ``workdir``; ``..`` and symlinks that leave the
-    workspace (including absolute ones pointing at the host) are refused with a ToolError.
+    workspace (including absolute ones pointing at the host) are refused with a ToolError, as is a
+    path over :data:`MAX_PATH_BYTES`. The work is linear in the path and its links' targets.
     """
     if not isinstance(path, str) or not path.strip():
         raise ToolError("path must be a non-empty string")
+    if len(path) > MAX_PATH_BYTES or len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise ToolError(f"path is too long ({len(path)} characters; the limit is {MAX_PATH_BYTES} bytes)")
     if "\0" in path:
         raise ToolError("path contains a NUL byte")
-    parts = _split(path.strip(), workdir)
-    stack: list[str] = []
+    # Parts still to walk, last first (popped from the end), and the host path walked so far with
+    # each prefix's length: no list is shifted and no path re-joined per part.
+    todo = _split(path.strip(), workdir)[::-1]
+    current, lengths = root, []
     hops = 0
-    while parts:
-        part = parts.pop(0)
+    while todo:
+        part = todo.pop()
         if part in ("", "."):
             continue
         if part == "..":
-            if not stack:
+            if not lengths:
                 raise ToolError(f"{path}: outside the workspace ({workdir})")
-            stack.pop()
+            current = current[:lengths.pop()]
             continue
-        candidate = os.path.join(root, *stack, part)
-        if os.path.islink(candidate) and (parts or follow_last):
+        candidate = os.path.join(current, part)
+        if (todo or follow_last) and os.path.islink(candidate):
             hops += 1
             if hops > 40:
                 raise ToolError(f"{path}: too many levels of symbolic links")
             target = os.readlink(candidate)
             if target.startswith("/"):
-                stack = []
-                parts = _split(target, workdir, original=path) + parts
+                current, lengths = root, []
+                todo += _split(target, workdir, original=path)[::-1]
             else:
-                parts = target.split("/") + parts
+                todo += target.split("/")[::-1]
             continue
-        stack.append(part)
-    return os.path.join(root, *stack)
+        if len(candidate) - len(root) > MAX_PATH_BYTES:  # grown by links' targets: nothing could open it
+            raise ToolError(f"{path}: too long once its symbolic links are followed")
+        lengths.append(len(current))
+        current = candidate
+    return current
 
 
 def _split(path: str, workdir: str, original: str | None = None) -> list[str]:
