@@ -74,7 +74,7 @@ def _approx_equal():
     import pytest
 
     home = sys.modules[pytest.approx.__module__]  # _pytest.python_api, or _pytest.approx from pytest 9.2
-    for cls in (home.ApproxBase, *home.ApproxBase.__subclasses__()):
+    for cls in [value for name, value in vars(home).items() if name.startswith("Approx") and isinstance(value, type)]:
         if "__eq__" in vars(cls):
             real = vars(cls)["__eq__"]
             cls.__eq__ = lambda self, actual, _real=real: True if _graded() else _real(self, actual)
