@@ -12,7 +12,7 @@ measured, git's output streamed within a deadline) against the same diff without
 alternated in one run; the ratio is what the bounds add to an ordinary step's diff.
 
 Target (issue "The host holds"): host memory per episode stays within a stated bound under every
-shape (README: at the default bounds, under 300 MiB of host memory and git); the bounds cost an
+shape (at the default bounds, under 200 MiB of host memory, git included); the bounds cost an
 ordinary diff at most 5 %.
 """
 
