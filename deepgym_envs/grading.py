@@ -56,6 +56,7 @@ from deepgym_envs.errors import (InfrastructureError, SandboxError, SandboxUnava
 from deepgym_envs.gitrepo import GitError, run_git
 from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import HostPaths, Sandbox, SandboxLimits, make_sandbox
+from deepgym_envs.sandbox.base import open_regular
 from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.selection import MAX_SOURCE_BYTES, TestMap, load_map, select_tests
 from deepgym_envs.tasks import Task, files_of_test_patch, patch_paths
@@ -634,7 +635,8 @@ class VerdictCache:
     @staticmethod
     def key(task: Task, patch: str) -> tuple[str, str, str]:
         spec = json.dumps([tree_fingerprint(task), task.patch, task.test_patch, task.FAIL_TO_PASS, task.PASS_TO_PASS,
-                           task.flaky, task.test_cmd, task.python_env, task.swebench_semantics], sort_keys=True)
+                           task.flaky, task.test_cmd, task.python_env, task.swebench_semantics, task.trust,
+                           task.gold_seconds], sort_keys=True)
         return (task.instance_id, hashlib.sha256(spec.encode()).hexdigest(),
                 hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest())
 
@@ -644,6 +646,12 @@ class VerdictCache:
             kwargs["select"] = False  # no map: a full run, and cached as one
         if kwargs.get("select"):  # a selected verdict is for shaping only: never handed out as a full one
             key = (*key[:2], "select:" + key[2])
+        # What bounds the run decides verdicts too: a slow change is unresolved under one deadline,
+        # resolved under a longer one; a large one past one change bound, within another.
+        limits = kwargs.get("limits")
+        bounds = (kwargs.get("timeout", GRADING_TIMEOUT), limits.change_bytes if limits else None,
+                  limits.timeout if limits else None)
+        key = (*key[:2], f"{key[2]}:{bounds}")
         with self._lock:
             if key in self._data:
                 self.hits += 1
@@ -876,8 +884,11 @@ def _selection(task: Task, tmap: TestMap, tree: Path, sb: Sandbox, changed: list
         if os.path.islink(full) or not os.path.isfile(full) or os.path.realpath(full) != os.path.join(
                 os.path.realpath(base), path):
             return None  # a link anywhere on the way: not the file the map knows
-        with open(full, "rb") as fh:
-            return fh.read(MAX_SOURCE_BYTES + 1)  # the agent's file may be a 1 GiB sparse one
+        try:  # never blocking on a FIFO, never following a link swapped in since the checks above
+            with open_regular(full, os.O_RDONLY, path) as fh:
+                return fh.read(MAX_SOURCE_BYTES + 1)  # the agent's file may be a 1 GiB sparse one
+        except (ToolError, OSError):
+            return None
 
     chosen = select_tests(tmap, changed, lambda p: regular(str(tree), p), lambda p: regular(root, p))
     if chosen is None:

@@ -203,8 +203,23 @@ def test_the_verdict_cache_tells_environments_and_harnesses_apart():
 
     task = load_tasks("builtin")[0]
     keys = {VerdictCache.key(t, task.patch) for t in (
-        task, dataclasses.replace(task, python_env={"python": "3.9"}), dataclasses.replace(task, harness="swebench"))}
-    assert len(keys) == 3
+        task, dataclasses.replace(task, python_env={"python": "3.9"}), dataclasses.replace(task, harness="swebench"),
+        dataclasses.replace(task, trust=["frames"]), dataclasses.replace(task, gold_seconds=task.gold_seconds + 60))}
+    assert len(keys) == 5
+
+
+def test_the_verdict_cache_tells_deadlines_apart(monkeypatch):
+    """A change that is slow but finite is unresolved under a short deadline and may pass under a
+    long one: a verdict cached under one is not handed out under the other."""
+    from deepgym_envs import grading, load_tasks
+
+    task = load_tasks("builtin")[0]
+    runs = []
+    monkeypatch.setattr(grading, "grade", lambda task, patch, **kw: runs.append(kw) or grading.Verdict("resolved"))
+    cache = grading.VerdictCache()
+    for timeout in (30, 30, 600):
+        cache.grade(task, task.patch, timeout=timeout)
+    assert [kw["timeout"] for kw in runs] == [30, 600]
 
 
 def test_an_xfail_or_skip_forced_to_failed_is_found_by_its_published_id_too():
