@@ -38,6 +38,9 @@ MAX_RESULTS_BYTES = 32 << 20
 #: pass@k is computed and checked up to this k: the exact estimator's cost grows with k, and a file
 #: (up to the size cap) could otherwise ask for pass@100000 and stall the build.
 MAX_K = 1000
+#: Entries of a results folder looked at (files and folders, ``*.json`` or not): the build's time is
+#: bounded by what strangers can drop there, too. A folder past it ranks what was found first.
+MAX_RESULTS_ENTRIES = 100_000
 _MISSING: Any = object()
 T = TypeVar("T")
 
@@ -413,21 +416,25 @@ def _read_regular(path: Path) -> bytes:
     return data
 
 
-def _results_files(directory: Path) -> list[Path]:
-    """Every ``*.json`` under ``directory``, sorted. The walk is iterative (a folder thousands of
-    levels deep is walked, not a ``RecursionError``) and never enters a linked directory."""
-    found, todo = [], [directory]
+def _results_files(directory: Path) -> tuple[list[Path], bool]:
+    """Every ``*.json`` under ``directory``, sorted, and whether that is all of them (False: the walk
+    stopped at :data:`MAX_RESULTS_ENTRIES`). The walk is iterative (a folder thousands of levels
+    deep is walked, not a ``RecursionError``) and never enters a linked directory."""
+    found, todo, seen = [], [directory], 0
     while todo:
         try:
             with os.scandir(todo.pop()) as entries:
                 for entry in entries:
+                    seen += 1
+                    if seen > MAX_RESULTS_ENTRIES:
+                        return sorted(found), False
                     if entry.is_dir(follow_symlinks=False):
                         todo.append(Path(entry.path))
                     elif entry.name.endswith(".json"):
                         found.append(Path(entry.path))
         except OSError:  # unreadable, or a path past the system's length limit: nothing to rank there
             continue
-    return sorted(found)
+    return sorted(found), True
 
 
 def is_predictions(data: Any) -> bool:
@@ -469,7 +476,12 @@ def load_runs(directory: str | Path, *, strict: bool = False) -> tuple[list[Run]
                                  "`deepgym eval --agent NAME --out DIR/NAME.json`")
     runs: list[Run] = []
     skipped: list[Skipped] = []
-    for path in _results_files(directory):
+    paths, whole = _results_files(directory)
+    if not whole:
+        skipped.append(Skipped(directory, f"{directory}: holds more than {MAX_RESULTS_ENTRIES} entries; only the "
+                                          f"{len(paths)} results files found first are ranked (keep results "
+                                          "files, and only those, there)"))
+    for path in paths:
         try:
             run = _load_one(path)
         except ResultsFormatError as exc:

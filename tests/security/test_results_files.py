@@ -135,3 +135,15 @@ def test_every_summary_number_is_checked_against_the_episodes(tmp_path: Path, fi
     path.write_text(json.dumps(data))
     with pytest.raises(ResultsFormatError, match=f"summary.{field}"):
         load_run(path)
+
+
+def test_a_folder_flooded_with_entries_is_ranked_up_to_a_bound(tmp_path, monkeypatch):
+    """Strangers can drop any number of files in a results folder: the walk stops at a bound and
+    says so, and what it found is still ranked."""
+    from deepgym_envs.leaderboard.results import load_runs
+
+    monkeypatch.setattr(results_module, "MAX_RESULTS_ENTRIES", 50)
+    for i in range(200):
+        (tmp_path / f"junk{i:03d}.txt").write_text("x")
+    runs, skipped = load_runs(tmp_path)
+    assert runs == [] and len(skipped) == 1 and "more than 50 entries" in skipped[0].reason
