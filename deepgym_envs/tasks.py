@@ -12,6 +12,7 @@ not know are kept in :attr:`Task.extra` and written back by :meth:`Task.to_dict`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import json
 from dataclasses import dataclass, field
@@ -82,7 +83,7 @@ class Task:
     @property
     def hidden_test_files(self) -> list[str]:
         """Paths the hidden test patch touches (protected during grading)."""
-        return patch_paths(self.test_patch)
+        return list(_patch_paths_once(self.test_patch))
 
     @property
     def swebench_semantics(self) -> bool:
@@ -94,7 +95,7 @@ class Task:
     @property
     def gold_files(self) -> list[str]:
         """Paths the gold patch touches."""
-        return patch_paths(self.patch)
+        return list(_patch_paths_once(self.patch))
 
     def to_dict(self) -> dict[str, Any]:
         """The row as JSON-ready data, unknown fields included, loader bookkeeping excluded."""
@@ -135,7 +136,7 @@ def patch_paths(diff: str) -> list[str]:
     Reads ``---``/``+++`` headers and git's ``rename``/``copy from``/``to`` lines, and decodes
     git's C-quoted names (``"b/con\\146test.py"``).
     """
-    paths: list[str] = []
+    paths: dict[str, None] = {}  # ordered, and a path seen before is found in constant time
     for line in diff.splitlines():
         if line.startswith(("--- ", "+++ ")):
             name, strip = line[4:], True
@@ -148,9 +149,14 @@ def patch_paths(diff: str) -> list[str]:
             continue
         if strip and name[:2] in ("a/", "b/"):
             name = name[2:]
-        if name not in paths:
-            paths.append(name)
-    return paths
+        paths.setdefault(name)
+    return list(paths)
+
+
+@functools.lru_cache(maxsize=256)
+def _patch_paths_once(diff: str) -> tuple[str, ...]:
+    """:func:`patch_paths` of a task's own patches, read once (grading asks per changed path)."""
+    return tuple(patch_paths(diff))
 
 
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}

@@ -277,11 +277,16 @@ class HostViewSandbox:
     def apply_patch(self, diff: str) -> None:
         self._check_open()
         wrap, root = self._git_view()
+        deadline = self.limits.timeout or None
         try:
             # --recount: hand- and model-written diffs often carry wrong hunk line counts.
-            run_git(["-C", root, "apply", "--whitespace=nowarn", "--recount", "-"], input=diff, wrap=wrap)
+            run_git(["-C", root, "apply", "--whitespace=nowarn", "--recount", "-"], input=diff, wrap=wrap,
+                    timeout=deadline)
         except GitError as exc:  # the patch does not apply: git's words, not the sandbox's paths
             raise ToolError(exc.stderr) from None
+        except subprocess.TimeoutExpired:  # hunks placed to make git search the file for each: the patch's doing
+            raise ChangeTooLarge(f"applying the patch took longer than {deadline:.0f}s; send a diff whose hunks "
+                                 "sit where they say") from None
 
     # -- files ---------------------------------------------------------------------------------
     def resolve(self, path: str, *, follow_last: bool = True) -> str:
@@ -607,7 +612,8 @@ def _workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: li
         os.mkdir(objects)
         if scratch is not None:
             identity.give(objects)
-        kw = {"env": {"GIT_INDEX_FILE": index, "GIT_OBJECT_DIRECTORY": objects,
+        # Every path git is handed is a name the agent chose, never a pattern: ':(top)junk' is a file.
+        kw = {"env": {"GIT_INDEX_FILE": index, "GIT_OBJECT_DIRECTORY": objects, "GIT_LITERAL_PATHSPECS": "1",
                       "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(git_dir, "objects")},
               "wrap": wrap or ()}
         run_git(base + ["read-tree", "HEAD"], **kw)
@@ -616,7 +622,9 @@ def _workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: li
             kw["timeout"] = bounds.seconds
         force = ["-f"] if names_only else []
         if changed is None or len(changed) > _PATHSPECS_MAX:
-            run_git(base + ["add", "-A", *force, "--", "."], **kw)
+            # --ignore-errors, unchecked: a name git will not stage ('.git ', an empty embedded
+            # repository) is left out of the change, as below, never a failure of the harness.
+            run_git(base + ["add", "-A", *force, "--ignore-errors", "--", "."], check=False, **kw)
         elif changed:
             # Literal pathspecs: a file the agent named '*' must not stage everything. On stdin, not
             # in argv (a few hundred thousand files the agent wrote make argv too long for the

@@ -148,8 +148,13 @@ PIP_HOME = (".pip", ".config/pip")
 SECRET_VARS = ("NETRC", "GIT_CONFIG_GLOBAL", "DOCKER_CONFIG", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
                "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "HF_TOKEN_PATH", "KUBECONFIG", "UV_CONFIG_FILE",
                "AZURE_CONFIG_DIR")
-#: System-wide: the variables PAM gives every login (where a machine's API keys often go).
-SYSTEM_SECRETS = ("/etc/environment",)
+#: System-wide: the variables PAM gives every login (where a machine's API keys often go), and the
+#: system configuration of git (``http.extraHeader`` tokens, credential helpers), npm
+#: (``_authToken``), uv and conda (index credentials), apt (``auth.conf``) and boto. The sandbox's
+#: own git needs none of it: its workspace belongs to the user it runs as.
+SYSTEM_SECRETS = ("/etc/environment", "/etc/gitconfig", "/etc/npmrc", "/etc/uv", "/etc/xdg/uv", "/etc/conda/.condarc",
+                  "/etc/conda/condarc", "/etc/conda/condarc.d", "/opt/conda/.condarc", "/etc/apt/auth.conf",
+                  "/etc/apt/auth.conf.d", "/etc/boto.cfg", "/etc/netrc")
 #: Options of a pip configuration file that name files which are secret or may name indexes.
 _PIP_FILE_OPTIONS = ("constraint", "client-cert", "client_cert")
 

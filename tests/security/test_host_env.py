@@ -86,9 +86,14 @@ def _write(path: str, text: str, home: str) -> None:
 
 
 def _system_pip_config() -> dict[str, str]:
-    """This host's own site-wide pip configuration files that hold something (none is written here)."""
+    """This host's own site-wide pip, git, npm, uv, conda and apt configuration files that hold
+    something (none is written here): each may name an index with a token or a credential helper."""
+    from deepgym_envs.sandbox.hidden import SYSTEM_SECRETS
+
     found = {}
-    for path in ("/etc/pip.conf", *(os.path.join("/etc/xdg/pip", n) for n in _listdir("/etc/xdg/pip"))):
+    system = [p for p in SYSTEM_SECRETS if os.path.isfile(p)]
+    system += [os.path.join(d, n) for d in SYSTEM_SECRETS if os.path.isdir(d) for n in _listdir(d)]
+    for path in ("/etc/pip.conf", *(os.path.join("/etc/xdg/pip", n) for n in _listdir("/etc/xdg/pip")), *system):
         try:
             with open(path) as fh:
                 text = fh.read().strip()
@@ -222,3 +227,30 @@ def test_docker_hides_the_pip_configuration_of_a_bound_python(tmp_path, canary_e
     over = {m["Target"]: m["Source"] for m in python_env_mounts([str(prefix)], str(scratch))}
     hidden = over.get(str(prefix / "pip.conf"))
     assert hidden is not None and os.path.getsize(hidden) == 0, over
+
+
+@requires_namespace
+@pytest.mark.skipif(os.geteuid() != 0, reason="plants files under /etc")
+@pytest.mark.parametrize("path", ["/etc/gitconfig", "/etc/npmrc", "/etc/uv/uv.toml", "/etc/apt/auth.conf"])
+def test_system_wide_credentials_read_as_empty(task, path):
+    """git's, npm's, uv's and apt's system configuration was readable in every namespace sandbox
+    (an ``http.extraHeader`` token, an ``_authToken``, index credentials): /etc is bound whole."""
+    planted = not os.path.exists(path)
+    original = None if planted else open(path, "rb").read()
+    folder = os.path.dirname(path)
+    made = not os.path.isdir(folder)
+    os.makedirs(folder, exist_ok=True)
+    try:
+        with open(path, "a") as fh:
+            fh.write(f"\n# {CANARY}\n")
+        with make_sandbox(pristine_tree(task), "namespace", LIMITS) as sb:
+            seen = sb.exec(["cat", path], timeout=60)
+            assert CANARY not in seen.output, f"{path} is readable inside"
+    finally:
+        if planted:
+            os.unlink(path)
+            if made:
+                os.rmdir(folder)
+        else:
+            with open(path, "wb") as fh:
+                fh.write(original)

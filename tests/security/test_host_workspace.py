@@ -20,6 +20,7 @@ import pytest
 
 import deepgym_envs  # noqa: F401  (registers the environments)
 from deepgym_envs import SandboxConfig, grade, load_tasks
+from deepgym_envs.grading import grade_sandbox
 from deepgym_envs.sandbox import SandboxLimits, make_sandbox
 from deepgym_envs.trees import pristine_tree
 from tests.conftest import requires_namespace
@@ -135,3 +136,48 @@ def test_a_copied_workspace_nested_past_the_recursion_limit_is_removed_on_close(
     sb.exec("mkdir -p deep && cd deep && for i in $(seq 1100); do mkdir a && cd a; done")
     sb.close()
     assert not os.path.exists(root)
+
+
+# --- the independent review of the host side (after the bounds above landed) -------------------
+
+def test_a_name_git_refuses_among_many_changed_files_is_left_out_not_a_masked_episode():
+    """Past 2,000 changed paths the workspace is staged whole: git refused '.git ' (and the check
+    made that a GitError, the harness's), so one bash step turned any episode into no_verdict."""
+    task = load_tasks("builtin")[0]
+    with make_sandbox(pristine_tree(task), "namespace", SandboxLimits()) as sb:
+        sb.exec("cd /testbed && for i in $(seq 2001); do : > pad_$i; done; echo x > '.git '; echo y > kept.txt")
+        patch = sb.diff()
+        assert "kept.txt" in patch and "b/.git " not in patch
+        verdict = grade_sandbox(task, sb)
+        assert verdict.status == "unresolved", verdict.reason
+
+
+@pytest.mark.parametrize("files", [1, 300], ids=["bytes", "files"])
+def test_a_name_that_reads_as_a_pathspec_is_measured_as_the_file_it_is(files):
+    """':(top)junk' is a file; `git check-ignore` read it as the pattern 'junk', which .gitignore
+    hides, so the measure dropped it and git then staged 900 MB (or any number of files)."""
+    task = load_tasks("builtin")[0]
+    with make_sandbox(pristine_tree(task), "namespace", _grading_limits()) as sb:
+        if files == 1:
+            sb.exec("cd /testbed && printf '/junk\\n' >> .gitignore && head -c 3000000 /dev/zero > ':(top)junk'")
+        else:
+            sb.exec("cd /testbed && printf '/x*\\n' >> .gitignore && for i in $(seq 300); do : > \":(top)x$i\"; done")
+        with pytest.raises(deepgym_envs.errors.ChangeTooLarge):
+            sb.diff()
+
+
+def _quadratic_apply(n: int) -> str:
+    """A file of ``n`` lines, then n/4 hunks that all claim line 2 while their context sits far below:
+    git apply searches the file for each one."""
+    out = [f"diff --git a/zz_big b/zz_big\nnew file mode 100644\n--- /dev/null\n+++ b/zz_big\n@@ -0,0 +1,{n} @@\n",
+           "".join(f"+{i:07d}\n" for i in range(n)), "diff --git a/zz_big b/zz_big\n--- a/zz_big\n+++ b/zz_big\n"]
+    out += [f"@@ -2,3 +2,3 @@\n {i - 1:07d}\n-{i:07d}\n+{i:07d}X\n {i + 1:07d}\n" for i in range(n - 2, 2, -4)]
+    return "".join(out)
+
+
+def test_a_patch_that_makes_git_apply_search_is_cut_off_at_the_command_deadline():
+    """grade() ran git apply on the agent's patch with no deadline: hunks placed to make git search
+    the file for each one cost it minutes per candidate, growing with the square of the patch."""
+    task = load_tasks("builtin")[0]
+    verdict = grade(task, task.patch + _quadratic_apply(96_000), limits=SandboxLimits(timeout=1))
+    assert verdict.status == "unresolved" and "took longer than" in verdict.reason, verdict.reason
