@@ -8,7 +8,7 @@ Each patch is graded exactly as an agent's final state is (``deepgym_envs.grade`
 fresh sandbox, isolated from the others, so results are deterministic and independent of
 ``workers``. Order is preserved. A harness failure for one candidate is that candidate's
 ``no_verdict``; it never takes the batch down, nor does an exception its grading raises (only a
-configuration mistake, the same for every candidate, is raised: :func:`graded_alone`).
+configuration mistake, the same for every candidate, is raised: :func:`~deepgym_envs.grading.graded_alone`).
 
 With ``warm=True`` (the default) each worker's grading view is kept and renewed between candidates
 (a fresh copy-on-write layer, nothing left running: :mod:`deepgym_envs.sandbox.pool`), so its
@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable
 
-from deepgym_envs.errors import DeepgymError, InfrastructureError, TaskFormatError, ToolError
-from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade
+from deepgym_envs.errors import DeepgymError, TaskFormatError
+from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade, graded_alone
 from deepgym_envs.sandbox import SandboxLimits
 from deepgym_envs.sandbox.pool import ViewPool
 from deepgym_envs.tasks import Task
@@ -67,16 +67,6 @@ def run_batch(task: Task, patches: Iterable[str], workers: int | None = None, *,
 
     with views or contextlib.nullcontext(), ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, patches))
-
-
-def graded_alone(exc: Exception) -> Verdict:
-    """The verdict of a candidate whose grading raised ``exc``: its own ``no_verdict``, so the
-    others' verdicts (their gradings have run) are still returned. A configuration mistake (a
-    :class:`DeepgymError` that is neither the harness's nor the agent's) is re-raised instead: it
-    says nothing about this candidate and would fail every other one the same way."""
-    if isinstance(exc, DeepgymError) and not isinstance(exc, (InfrastructureError, ToolError)):
-        raise exc
-    return Verdict.no_verdict(f"grading raised {type(exc).__name__}: {str(exc)[:500]}")
 
 
 def read_patches(path: str | Path) -> list[str]:

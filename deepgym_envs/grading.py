@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from deepgym_envs import canaries as canary_tests
-from deepgym_envs.errors import (InfrastructureError, SandboxError, SandboxUnavailable, TaskFormatError, ToolError,
+from deepgym_envs.errors import (DeepgymError, InfrastructureError, SandboxError, SandboxUnavailable, TaskFormatError, ToolError,
                                  agent_shaped)
 from deepgym_envs.gitrepo import GitError, run_git
 from deepgym_envs.pyenv import sandbox_spec
@@ -665,6 +665,16 @@ class VerdictCache:
                 while len(self._data) > self.maxsize:
                     self._data.popitem(last=False)
         return verdict
+
+
+def graded_alone(exc: Exception) -> Verdict:
+    """The verdict of a candidate whose grading raised ``exc``: its own ``no_verdict``, so the
+    others' verdicts (their gradings have run) are still returned. A configuration mistake (a
+    :class:`DeepgymError` that is neither the harness's nor the agent's) is re-raised instead: it
+    says nothing about this candidate and would fail every other one the same way."""
+    if isinstance(exc, DeepgymError) and not isinstance(exc, (InfrastructureError, ToolError)):
+        raise exc
+    return Verdict.no_verdict(f"grading raised {type(exc).__name__}: {str(exc)[:500]}")
 
 
 #: The process-wide cache that environments grade through.

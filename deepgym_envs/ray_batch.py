@@ -17,7 +17,7 @@ What Ray adds is handled the way grading handles its own failures:
   is cancelled (Ray raises ``KeyboardInterrupt`` in it, so grading's own ``with`` blocks close its
   sandbox). One slow node then costs one duplicate, not the whole batch's latency.
 * an exception raised by grading itself is that candidate's ``no_verdict``, as with threads; only
-  a configuration mistake propagates (:func:`deepgym_envs.batch.graded_alone`).
+  a configuration mistake propagates (:func:`deepgym_envs.grading.graded_alone`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from deepgym_envs._ray import RepoBundle, connect, localise, pack_repos, reap_node_once, reap_nodes, should_ship
-from deepgym_envs.batch import graded_alone
-from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade
+from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade, graded_alone
 from deepgym_envs.sandbox import SandboxLimits
 from deepgym_envs.tasks import Task
 
