@@ -247,16 +247,16 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> lis
         changed = set(patch_paths(patch)) | (written if written is not None else set(sb.changed_files()))
     # Parents before children, so a directory replaced by a symlink is restored as a directory;
     # what lies under a path already restored (or removed) went with it.
-    done: list[str] = []
+    done: set[str] = set()  # asked of each path's parents: linear in the change, not in change × done
     for path in sorted(changed, key=lambda p: (p.count("/"), p)):
-        if any(path.startswith(d + "/") for d in done):
+        if _under(path, done):
             continue
         if path in in_pristine and is_protected(path, task):
             _restore(sb, tree, path)
-            done.append(path)
+            done.add(path)
         elif path not in in_pristine and (is_protected(path, task) or is_shadow(path)):
             sb.remove(path)
-            done.append(path)
+            done.add(path)
     # Before the hidden tests: a gold .gitattributes decides how git writes them.
     gold = _write_gold_configs(sb, task, tree, in_place=chooses_config(task.test_cmd))
     if task.test_patch.strip():
@@ -270,7 +270,13 @@ def prepare_grading_view(sb: Sandbox, task: Task, tree: Path, patch: str) -> lis
                 # (a directory of tests turned into a link, say) that keeps them out.
                 raise ToolError(f"the change keeps the hidden tests from being added: {exc}") from None
             raise InfrastructureError(f"hidden test patch does not apply: {exc}") from None
-    return sorted({*gold, *(p for p in changed if p not in done and not any(p.startswith(d + "/") for d in done))})
+    return sorted({*gold, *(p for p in changed if p not in done and not _under(p, done))})
+
+
+def _under(path: str, folders: set[str]) -> bool:
+    """Whether a strict parent folder of ``path`` is one of ``folders``."""
+    parts = path.split("/")
+    return any("/".join(parts[:k]) in folders for k in range(1, len(parts)))
 
 
 def gold_configs(task: Task, tree: Path) -> dict[str, bytes | None]:
@@ -493,10 +499,15 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
     (``Verdict.selected`` counts the tests run).
     """
     start = time.monotonic()
-    most = 2 * (limits or SandboxLimits()).change_bytes
+    bounds = limits or SandboxLimits()
+    most = 2 * bounds.change_bytes
     if most and len(patch) > most:  # what a workspace's diff may hold (SandboxLimits.change_bytes)
         return unresolved_all(task, f"the change's diff is {len(patch)} characters, more than the {most} a change's "
                                     "diff may hold")
+    named = len(patch_paths(patch)) if bounds.change_files else 0
+    if named > bounds.change_files:
+        return unresolved_all(task, f"the change names {named} files, more than the {bounds.change_files} a change "
+                                    "may hold")
     deadline = grading_deadline(task, timeout)
     tmap = load_map(task) if select else None
     if task.flaky:

@@ -96,7 +96,9 @@ def _analysed(source: bytes) -> Analysis | None:
 def _analyse(source: bytes) -> Analysis | None:
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # An expression nested past the parser's recursion (1+1+...+1 a hundred thousand times):
+        # the agent's source, which a full run grades as well as any.
         return None
     lines = source.splitlines(keepends=True)
     found: list[tuple[int, int, int, str]] = []  # (definition start, body start, end, qualname)

@@ -179,8 +179,15 @@ class Tools:
             # interpreter (every environment of the process) for hours.
             matches, total = self._search_in_sandbox(pattern, os.path.relpath(root, base), include)
         else:
+            # On the host, within the time a sandboxed search gets: the files are the agent's, as
+            # many as it likes, each read up to 2 MiB.
             wanted = re.compile(fnmatch.translate(include)).match if include else None
-            matches, total = _scan(_walk_files(root, wanted), rx, base, pattern)
+            until = _Until(SEARCH_TIMEOUT)
+            matches, total = _scan(until.files(_walk_files(root, wanted)), rx, base, pattern)
+            if until.hit:
+                cut = (f"\n[the search stopped after {SEARCH_TIMEOUT:.0f}s; what it found is above, more may "
+                       "exist: narrow it with path or include]")
+                return ToolResult("\n".join(matches or [f"no matches for {pattern!r} so far"]) + cut)
         if not matches:
             return ToolResult(f"no matches for {pattern!r} in {path}")
         more = f"\n[{total - len(matches)} more matches not shown; narrow the search]" if total > len(matches) else ""
@@ -414,11 +421,13 @@ def _walk_files(root: str, wanted: Callable[[str], object] | None = None):
     else that is not a plain file (a FIFO would block the read). The file type comes from the
     directory listing, not a stat per file: through ``/proc/<pid>/root`` each lookup is dear.
     ``wanted``: a file-name filter (the compiled ``include`` glob). A stack, not recursion: the
-    agent's tree may nest thousands of directories deep."""
+    agent's tree may nest thousands of directories deep. A file with several names (hard links)
+    is yielded once, under the first: ten thousand links to one file cost one read, not ten thousand."""
     if os.path.isfile(root):
         yield root
         return
     pending = [root]
+    seen = set()
     while pending:
         top = pending.pop()
         try:
@@ -432,6 +441,9 @@ def _walk_files(root: str, wanted: Callable[[str], object] | None = None):
                 if entry.name not in SKIP_DIRS:
                     subdirs.append(entry.path)
             elif entry.is_file(follow_symlinks=False) and (wanted is None or wanted(entry.name)):
+                if entry.inode() in seen:  # from the directory listing: no stat
+                    continue
+                seen.add(entry.inode())
                 yield entry.path
         pending += reversed(subdirs)  # the first subdirectory is walked next, as recursion would
 
@@ -505,8 +517,22 @@ def _scan(files, rx, base: str, literal: str | None) -> tuple[list[str], int]:
     return matches, total
 
 
-#: Seconds a regular-expression search may run in the sandbox.
+#: Seconds a search may run (a regular expression's in the sandbox, plain text's on the host).
 SEARCH_TIMEOUT = 20.0
+
+
+class _Until:
+    """Passes files on until a time: whether it stopped early is ``hit``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at, self.hit = time.monotonic() + seconds, False
+
+    def files(self, files):
+        for file in files:
+            if time.monotonic() > self.at:
+                self.hit = True
+                return
+            yield file
 _SEARCH_MAIN = """
 pattern, root, include = sys.argv[1], sys.argv[2], sys.argv[3]
 SKIP_DIRS, MAX_SEARCH_MATCHES = frozenset(json.loads(sys.argv[4])), int(sys.argv[5])

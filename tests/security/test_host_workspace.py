@@ -181,3 +181,41 @@ def test_a_patch_that_makes_git_apply_search_is_cut_off_at_the_command_deadline(
     task = load_tasks("builtin")[0]
     verdict = grade(task, task.patch + _quadratic_apply(96_000), limits=SandboxLimits(timeout=1))
     assert verdict.status == "unresolved" and "took longer than" in verdict.reason, verdict.reason
+
+
+# --- the second review ---------------------------------------------------------------------------
+
+def test_a_plain_text_search_reads_a_hard_linked_file_once_and_stops_at_its_deadline(monkeypatch):
+    """The literal search runs on the host: a thousand hard links to one 2 MiB file cost a thousand
+    reads (0.34 s of host CPU each, the interpreter lock held), with no deadline."""
+    import deepgym_envs.tools as tools
+
+    env = _env(reward="outcome")
+    try:
+        env.reset(seed=0)
+        _bash(env, "mkdir -p h && python3 -c \"open('h/f0','w').write('a\\n' * 1000)\" && cd h && "
+                   "for i in $(seq 200); do ln f0 f$i; done")
+        obs, *_ = env.step({"name": "search", "arguments": {"pattern": "a", "path": "h"}})
+        assert {line.split(":", 1)[0] for line in obs.splitlines() if ":" in line and not line.startswith("[")} \
+            == {"h/f0"}, obs[:500]
+        monkeypatch.setattr(tools, "SEARCH_TIMEOUT", 0.0)
+        obs, reward, terminated, truncated, info = env.step({"name": "search", "arguments": {"pattern": "a"}})
+        assert "the search stopped after" in obs and not info["invalid_action"], obs[:500]
+    finally:
+        env.close()
+
+
+def test_a_patch_naming_more_files_than_a_change_may_hold_is_unresolved_unread():
+    """grade() bounded a patch by bytes only: 20,000 new .pth files (2 MB) cost 41 s of host CPU,
+    growing with the square of their number, as each was checked against every one removed."""
+    task = load_tasks("builtin")[0]
+    patch = "".join(f"diff --git a/p{i}.pth b/p{i}.pth\nnew file mode 100644\n--- /dev/null\n+++ b/p{i}.pth\n"
+                    f"@@ -0,0 +1 @@\n+x\n" for i in range(10_001))
+    verdict = grade(task, patch)
+    assert verdict.status == "unresolved" and "names 10001 files" in verdict.reason, verdict.reason
+
+
+def test_an_expression_nested_past_the_parser_is_a_full_run_not_a_crash():
+    from deepgym_envs.selection import _analyse
+
+    assert _analyse(b"Z = " + b"+".join([b"1"] * 100_000) + b"\n") is None
