@@ -81,7 +81,7 @@ class LocalSandbox(CopiedWorkspace):
                  pythonpath: tuple[str, ...] | list[str] = ()) -> None:
         warnings.warn("sandbox='local' gives NO isolation: agent commands run on this machine as "
                       "this user, with network access", LocalSandboxWarning, stacklevel=3)
-        super().__init__(pristine, limits or SandboxLimits(), tmp_prefix="deepgym-local-")
+        super().__init__(pristine, limits or SandboxLimits(), tmp_prefix=f"deepgym-local-{os.getpid()}-")
         self._python_prefix, self._pythonpath = python_prefix, tuple(pythonpath)
         self.workdir = self._workspace
         self.support_dir = support_host_dir()

@@ -20,7 +20,7 @@ from deepgym_envs.errors import SandboxUnavailable
 from deepgym_envs.sandbox.base import rmtree
 from deepgym_envs.sandbox.cgroup import _ROOTS, PidsCgroup
 
-_TMP = re.compile(r"deepgym-(?:ns|docker|stage|support)-(\d+)-")
+_TMP = re.compile(r"deepgym-(?:ns|docker|local|stage|support)-(\d+)-")
 _CGROUP = re.compile(r"deepgym-(\d+)-")
 
 
@@ -39,7 +39,7 @@ def reap() -> list[str]:
     removed = []
     # stage and support: a process's root staging dir and helper-script copy (a SIGKILLed Ray worker
     # leaves both; its staging namespace died with it, so the dir holds no mount on the host).
-    for pattern in ("deepgym-ns-*", "deepgym-docker-*", "deepgym-stage-*", "deepgym-support-*"):
+    for pattern in ("deepgym-ns-*", "deepgym-docker-*", "deepgym-local-*", "deepgym-stage-*", "deepgym-support-*"):
         for path in glob.glob(os.path.join(tempfile.gettempdir(), pattern)):
             m = _TMP.match(os.path.basename(path))
             if m and not _alive(int(m.group(1))):

@@ -219,3 +219,20 @@ def test_an_expression_nested_past_the_parser_is_a_full_run_not_a_crash():
     from deepgym_envs.selection import _analyse
 
     assert _analyse(b"Z = " + b"+".join([b"1"] * 100_000) + b"\n") is None
+
+
+def test_a_local_workspace_whose_process_died_is_reaped():
+    """The local backend's workspace copies carried no owner pid, so `deepgym reap` (and Ray's
+    reaper) never removed one a killed process left: each stayed on the host's disk."""
+    import tempfile
+
+    from deepgym_envs.sandbox.reap import reap
+
+    task = load_tasks("builtin")[0]
+    sb = make_sandbox(pristine_tree(task), "local", SandboxLimits())
+    try:
+        assert os.path.basename(sb._tmp).startswith(f"deepgym-local-{os.getpid()}-")
+    finally:
+        sb.close()
+    dead = tempfile.mkdtemp(prefix="deepgym-local-4194303-")
+    assert dead in reap() and not os.path.exists(dead)
