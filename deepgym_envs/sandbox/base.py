@@ -640,10 +640,14 @@ def _workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: li
 
 
 def _ignored(base: list[str], paths: list[str], kw: dict) -> set[str]:
-    """Which of ``paths`` the repository's ``.gitignore`` (and :data:`DIFF_EXCLUDES`) hide from a diff."""
-    out = run_git(base + ["check-ignore", "--stdin", "-z"], input="".join(f"{p}\0" for p in paths),
-                  check=False, **kw)
-    return set(filter(None, out.split("\0")))
+    """Which of ``paths`` the repository's ``.gitignore`` (and :data:`DIFF_EXCLUDES`) hide from a diff.
+
+    check-ignore refuses literal pathspecs (it fails, and so would hide nothing): each name goes as
+    ``./name`` instead, which no pathspec magic starts with (``:(top)junk`` is that file, not ``junk``)."""
+    env = {k: v for k, v in kw["env"].items() if k != "GIT_LITERAL_PATHSPECS"}
+    out = run_git(base + ["check-ignore", "--stdin", "-z"], input="".join(f"./{p}\0" for p in paths),
+                  check=False, **{**kw, "env": env})
+    return {p[2:] if p.startswith("./") else p for p in out.split("\0") if p}
 
 
 #: Above this many changed paths the whole workspace is staged instead: git matches every file
