@@ -31,7 +31,7 @@ import gymnasium as gym
 
 from deepgym_envs.actions import parse_action
 from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError, agent_shaped
-from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox, unresolved_all
+from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox, workspace_patch
 from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.defaults import MAX_STEPS
 from deepgym_envs.rewards import SHAPING, RewardConfig, RewardModel, potential
@@ -297,16 +297,13 @@ class SWEEnv(gym.Env[str, str]):
         """Φ of the workspace after a step that may have changed it; None if nothing changed (or, in
         async mode, not known yet: the diff, snapshotted now, is graded in the background)."""
         assert self.task is not None and self._sandbox is not None
-        try:
-            with agent_shaped("diffing the workspace"):
-                patch = self._sandbox.diff()
-        except InfrastructureError as exc:
-            info["progress_no_verdict"] = str(exc)
-            return None
-        except ToolError as exc:  # a change past the host's bounds: the agent's, Φ of a change that fails all
-            verdict = unresolved_all(self.task, str(exc))
-            phi = potential(verdict, self.rewards.config.p2p_weight)
-            info["progress"] = _progress_info(verdict, phi)
+        patch = workspace_patch(self.task, self._sandbox)
+        if isinstance(patch, Verdict):  # not graded: unreadable (masked), or past the host's bounds (the agent's)
+            if patch.masked:
+                info["progress_no_verdict"] = patch.reason
+                return None
+            phi = potential(patch, self.rewards.config.p2p_weight)
+            info["progress"] = _progress_info(patch, phi)
             self._graded_patch = None
             return phi
         if patch == self._graded_patch:

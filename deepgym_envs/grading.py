@@ -938,13 +938,22 @@ def _merge_selected(task: Task, tmap: TestMap, run: list[str], verdict: Verdict)
                                pass_to_pass={"passed": passed, "total": len(p2p)}, selected=len(run))
 
 
-def grade_sandbox(task: Task, sb: Sandbox, *, cache: VerdictCache | None = None, **kwargs: Any) -> Verdict:
-    """Grade the current state of an agent's sandbox (through its diff; the sandbox is untouched)."""
+def workspace_patch(task: Task, sb: Sandbox) -> str | Verdict:
+    """The agent's change as a diff, or the verdict its workspace earns without a grading: the
+    harness's failure to read it (``no_verdict``), or a change past the host's bounds or one that
+    crashes the diff (the agent's: ``unresolved``)."""
     try:
         with agent_shaped("diffing the workspace"):
-            patch = sb.diff()
+            return sb.diff()
     except InfrastructureError as exc:
         return Verdict.no_verdict(f"could not read the agent's workspace: {exc}")
-    except ToolError as exc:  # the change is past the host's bounds: the agent's outcome
+    except ToolError as exc:
         return unresolved_all(task, str(exc))
+
+
+def grade_sandbox(task: Task, sb: Sandbox, *, cache: VerdictCache | None = None, **kwargs: Any) -> Verdict:
+    """Grade the current state of an agent's sandbox (through its diff; the sandbox is untouched)."""
+    patch = workspace_patch(task, sb)
+    if isinstance(patch, Verdict):
+        return patch
     return cache.grade(task, patch, **kwargs) if cache is not None else grade(task, patch, **kwargs)
