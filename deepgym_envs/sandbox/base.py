@@ -536,7 +536,9 @@ class ChangeBounds:
 def change_sizes(root: str, changed: list[str] | None) -> dict[str, int] | None:
     """The size of every regular file under the ``changed`` paths of ``root`` (a changed directory
     is walked whole), by an explicit stack: a tree nested past Python's recursion limit is walked
-    like any other. None when the backend cannot name its changed paths."""
+    like any other. None when the backend cannot name its changed paths. What git would not stage
+    (:data:`DIFF_EXCLUDES`, ``.gitignore``) is set aside by git itself, when the raw measure is past
+    the bounds (:meth:`ChangeBounds.check`)."""
     if changed is None:
         return None
     sizes: dict[str, int] = {}
@@ -548,28 +550,13 @@ def change_sizes(root: str, changed: list[str] | None) -> dict[str, int] | None:
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode):
-            if not _excluded(rel):
-                sizes[rel] = st.st_size
-        elif stat.S_ISDIR(st.st_mode) and not _excluded(rel + "/"):
+            sizes[rel] = st.st_size
+        elif stat.S_ISDIR(st.st_mode):
             try:
                 pending += [f"{rel}/{name}" for name in os.listdir(os.path.join(root, rel))]
             except OSError:
                 continue
     return sizes
-
-
-def _excluded(rel: str) -> bool:
-    """Whether a path is one of :data:`DIFF_EXCLUDES` (never staged, never the agent's change)."""
-    import fnmatch
-
-    parts = rel.rstrip("/").split("/")
-    for pattern in DIFF_EXCLUDES:
-        if pattern.endswith("/"):
-            if any(fnmatch.fnmatchcase(p, pattern[:-1]) for p in (parts if rel.endswith("/") else parts[:-1])):
-                return True
-        elif fnmatch.fnmatchcase(parts[-1], pattern):
-            return True
-    return False
 
 
 def workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: list[str] | None = None,
