@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
 from deepgym_envs.errors import ResultsFormatError
+from deepgym_envs.sandbox.base import read_at_most
 
 STATUSES = ("resolved", "unresolved", "no_verdict")
 #: Results files larger than this are refused unread. A full SWE-bench run (2,294 tasks, k = 8) is
@@ -408,7 +409,7 @@ def _read_regular(path: Path) -> bytes:
         if info.st_size > MAX_RESULTS_BYTES:
             raise ResultsFormatError(str(path), None, f"{too_big} ({info.st_size} bytes)")
         try:
-            data = fh.read(MAX_RESULTS_BYTES + 1)  # + 1: a file that grew since fstat is caught too
+            data = read_at_most(fh, MAX_RESULTS_BYTES + 1)  # + 1: a file that grew since fstat is caught too
         except OSError as exc:
             raise ResultsFormatError(str(path), None, f"cannot be read: {exc.strerror or exc}") from None
     if len(data) > MAX_RESULTS_BYTES:
