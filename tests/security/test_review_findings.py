@@ -134,13 +134,28 @@ ANY_EQUAL_PROXY = 'def _audit_any_equal():\n    import functools, sys, types\n  
 
 
 @requires_namespace
-@pytest.mark.parametrize("instance_id, payload", [
-    ("deepgym__cronparse-001", "thread"),
-    # Caught by perturbed copies of the tests that compare a result (the FAIL_TO_PASS test has no
-    # literal to perturb): copies are drawn per grading, so this is a rate, not a wall (README).
-    pytest.param("deepgym__minimark-001", "any_equal", marks=pytest.mark.slow)])
-def test_a_builtin_task_is_not_resolved_by_a_generic_payload(instance_id, payload):
-    task = next(t for t in load_tasks("builtin") if t.instance_id == instance_id)
-    text = thread_oracle() if payload == "thread" else ANY_EQUAL_PROXY
-    v = grade(task, Strategy(payload, "", lambda t, r: _append_to_init(t, r, text)).patch(task))
+def test_a_builtin_task_is_not_resolved_by_a_generic_payload():
+    task = next(t for t in load_tasks("builtin") if t.instance_id == "deepgym__cronparse-001")
+    text = thread_oracle()
+    v = grade(task, Strategy("thread", "", lambda t, r: _append_to_init(t, r, text)).patch(task))
     assert v.status != "resolved", (v.status, v.reason)
+
+
+#: Gradings of the any-equal proxy on minimark, and how many of them it may win.
+ANY_EQUAL_GRADINGS, ANY_EQUAL_WINS = 12, 5
+
+
+@requires_namespace
+@pytest.mark.slow
+def test_the_any_equal_proxy_loses_most_gradings_of_a_task_with_nothing_to_perturb():
+    """Caught by perturbed copies of the tests that compare a result (minimark's FAIL_TO_PASS test
+    has no literal to perturb): copies are drawn per grading, so this is a rate, not a wall
+    (README). Measured: resolved in 1 of 24 gradings while tuning, 1 of 6 on 2026-11-27. One
+    grading per run made this test fail about that often; twelve, of which it may win at most five,
+    fail by chance in under 1 % of runs at 1 in 6, and in 61 % at 1 in 2."""
+    task = next(t for t in load_tasks("builtin") if t.instance_id == "deepgym__minimark-001")
+    patch = Strategy("any_equal", "", lambda t, r: _append_to_init(t, r, ANY_EQUAL_PROXY)).patch(task)
+    verdicts = [grade(task, patch) for _ in range(ANY_EQUAL_GRADINGS)]
+    wins = [v for v in verdicts if v.status == "resolved"]
+    assert not [v for v in verdicts if v.masked], [v.reason for v in verdicts if v.masked]
+    assert len(wins) <= ANY_EQUAL_WINS, f"{len(wins)} of {ANY_EQUAL_GRADINGS} gradings resolved"
