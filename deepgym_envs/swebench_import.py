@@ -233,15 +233,13 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
                 raise TaskFormatError(file, line, name, "missing: a SWE-bench row names its repository and base commit")
         if row["repo"] in RUNNER_PROJECTS:
             raise TaskFormatError(file, line, "repo", RUNNER_PROJECTS[row["repo"]])
-        unrunnable = harness_cannot_run(str(row.get("test_patch") or ""))
-        if unrunnable:
-            raise TaskFormatError(file, line, "test_patch", f"{unrunnable}; leave the row out or fix its test_patch")
         row = {k: v for k, v in row.items() if k not in ("repo_path", "python_env", "test_cmd", "harness")}
         task_from_row(row, path=file, line=line)  # the row's own fields, checked as the loader will
         dest_name = safe_name(instance_id)
         origin = Origin(f"{file}:{line}", "base_commit", instance_id)
         image = images.find(instance_id) if images else None
         if image:
+            _refuse_unrunnable(row, origin, None)  # the tree is the image's: the patch alone decides
             return _import_from_image(row, image, origin), row
         if repos is None:
             raise InfrastructureError(images.missing(instance_id) if images else "no --repos")
@@ -250,6 +248,7 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
         else:
             mirror = find_mirror(repos, row["repo"])
         has_src = fetch_commit(mirror, row["base_commit"], out / "repos" / dest_name, origin)
+        _refuse_unrunnable(row, origin, out / "repos" / dest_name)
         spec = spec_for(row["repo"], str(row.get("version") or ""), has_src=has_src)
         row.update(repo_path=f"repos/{dest_name}", python_env=spec.python_env(host_python),
                    test_cmd=list(spec.test_cmd), harness="swebench", deepgym_spec=spec.key)
@@ -273,6 +272,16 @@ RUNNER_PROJECTS = {
           "python_env or spec changes that, so leave these rows out of the set"
     for repo, what in (("pytest-dev/pytest", "pytest itself"), ("pytest-dev/pluggy", "pytest's plugin manager"))
 }
+
+
+def _refuse_unrunnable(row: dict[str, Any], origin: Origin, tree: Path | None) -> None:
+    """Refuse a row whose test command the official harness cannot run (a deleted test file, a name
+    its shell splits, a name it reads wrongly that ``tree`` after the test patch lacks)."""
+    test_patch = str(row.get("test_patch") or "")
+    exists = test_patch_files(tree, test_patch, origin)[1].__contains__ if tree is not None and test_patch else None
+    why = harness_cannot_run(test_patch, exists)
+    if why:
+        raise TaskFormatError(origin.source, None, "test_patch", f"{why}; leave the row out or fix its test_patch")
 
 
 def _spec_note(repo: str, version: str, key: str, notes: str, out: Path) -> str:

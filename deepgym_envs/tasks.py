@@ -17,7 +17,7 @@ import os
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from deepgym_envs.envspec import PythonEnv
 from deepgym_envs.errors import TaskFormatError, UnknownTaskError
@@ -162,13 +162,15 @@ def files_of_test_patch(test_patch: str) -> list[str]:
 _SHELL_SPECIAL = frozenset(" \t\r\v\f\"'\\$`;&|<>()*?[")
 
 
-def harness_cannot_run(test_patch: str) -> str:
+def harness_cannot_run(test_patch: str, exists: Callable[[str], bool] | None = None) -> str:
     """Why the official harness's test command for ``test_patch`` runs no test at all, or ``""``.
 
     Its files (:func:`files_of_test_patch`) go to pytest on one shell command line, and pytest stops
     before any test when one of them is missing ("file or directory not found"). That happens to
-    a file the patch deletes, to a "file" read from a line inside a hunk, and to a name the shell
-    splits or expands (a space, a quote, ``$``, ``*``...). No prediction resolves such a row there.
+    a file the patch deletes, to a name the shell splits or expands (a space, a quote, ``$``,
+    ``*``...), and to a name the harness reads wrongly (from a line inside a hunk, or cut at the
+    wrong `` b/``) unless the tree after the patch has a file by that name: ``exists`` says which
+    paths it has (without it, none). No prediction resolves such a row there.
 
     >>> harness_cannot_run("diff --git a/t/x.py b/t/x.py\\ndeleted file mode 100644\\n")[:60]
     "the official harness hands pytest 't/x.py' (a file the test "
@@ -193,6 +195,8 @@ def harness_cannot_run(test_patch: str) -> str:
     for path in files_of_test_patch(test_patch):
         if path in deleted and path not in kept:
             why = "a file the test patch deletes"
+        elif exists is not None and exists(path) and not _SHELL_SPECIAL.intersection(path):
+            continue  # read wrongly, but a file all the same: it runs
         elif path in miscut:
             why = f"cut at its line's last ' b/' from the name {miscut[path]!r}"
         elif path not in headers:

@@ -136,8 +136,10 @@ def test_a_row_of_pytest_itself_is_refused_by_name_in_one_line(mirrors, tmp_path
 
 def test_a_row_whose_test_patch_the_harness_cannot_run_is_refused_with_why(mirrors, tmp_path, capsys):
     repos, commits = mirrors
-    deletes = fx.TEST_PATCH + ("diff --git a/test_six.py b/test_six.py\ndeleted file mode 100644\n"
-                               "--- a/test_six.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n")
+    empty_tree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's: the diff to it deletes the file
+    deletes = fx.TEST_PATCH + subprocess.run(
+        ["git", "-C", str(repos / "benjaminp__six"), "diff", commits["base"], empty_tree, "--", "test_six.py"],
+        check=True, capture_output=True, text=True).stdout
     rows = fx.write_rows(tmp_path / "rows.jsonl", fx.row(commits, test_patch=deletes))
     rows = _rows(_import(rows, tmp_path / "set", repos, capsys, "--json"))
     assert "hands pytest 'test_six.py' (a file the test patch deletes)" in rows["benjaminp__six-1"]["reason"]

@@ -149,6 +149,9 @@ def test_a_row_the_harness_cannot_run_is_said_why(published):
     assert harness_cannot_run(ok) == ""
     in_hunk = ok.replace("+b\n", '+s = "diff --git a/p b/q"\n')
     assert "read from a line inside a hunk" in harness_cannot_run(in_hunk)
+    names_a_file = ok.replace("+b\n", "+# diff --git a/p b/t/y.py\n")  # the harness runs t/y.py too: fine if there
+    assert "'t/y.py' (read from a line inside a hunk" in harness_cannot_run(names_a_file, {"t/x.py"}.__contains__)
+    assert harness_cannot_run(names_a_file, {"t/x.py", "t/y.py"}.__contains__) == ""
     assert "splits or expands" in harness_cannot_run(ok.replace("t/x.py", "t/x y.py"))
     assert "cut at its line's last ' b/' from the name 't/a b/x.py'" in harness_cannot_run(
         ok.replace("t/x.py", "t/a b/x.py"))
