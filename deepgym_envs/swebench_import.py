@@ -267,9 +267,9 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
 #: Projects whose rows are refused by name, and why: the sealed runner (pytest and pluggy, loaded
 #: from the interpreter, never from the workspace) cannot grade the project that is the runner.
 RUNNER_PROJECTS = {
-    repo: f"{repo} rows are not imported: deepgym grades with the harness's own pytest, sealed against the "
-          f"code under test, and this project is {what}, which the repository under test would replace; no "
-          "python_env or spec changes that, so leave these rows out of the set"
+    repo: f"{repo} rows are not imported: deepgym grades with the environment's own pytest, sealed against "
+          f"the code under test, and this project is {what}, which the repository under test would replace; "
+          "no python_env or spec changes that, so leave these rows out of the set"
     for repo, what in (("pytest-dev/pytest", "pytest itself"), ("pytest-dev/pluggy", "pytest's plugin manager"))
 }
 

@@ -157,9 +157,10 @@ def files_of_test_patch(test_patch: str) -> list[str]:
     return out
 
 
-#: Characters a shell splits or expands a word on: the harness joins its test files into a shell
-#: command line unquoted.
-_SHELL_SPECIAL = frozenset(" \t\r\v\f\"'\\$`;&|<>()*?[")
+#: Characters on which a shell splits, unquotes or expands a word, or stops the command (glob
+#: characters left out: a pattern that matches nothing stays the word it was): the harness joins
+#: its test files into a shell command line unquoted.
+_SHELL_SPECIAL = frozenset(" \t\r\v\f\"'\\$`;&|<>()")
 
 
 def harness_cannot_run(test_patch: str, exists: Callable[[str], bool] | None = None) -> str:
@@ -168,7 +169,7 @@ def harness_cannot_run(test_patch: str, exists: Callable[[str], bool] | None = N
     Its files (:func:`files_of_test_patch`) go to pytest on one shell command line, and pytest stops
     before any test when one of them is missing ("file or directory not found"). That happens to
     a file the patch deletes, to a name the shell splits or expands (a space, a quote, ``$``,
-    ``*``...), and to a name the harness reads wrongly (from a line inside a hunk, or cut at the
+    ``;``...), and to a name the harness reads wrongly (from a line inside a hunk, or cut at the
     wrong `` b/``) unless the tree after the patch has a file by that name: ``exists`` says which
     paths it has (without it, none). No prediction resolves such a row there.
 
