@@ -110,7 +110,7 @@ def read_rows(source: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
                                                      "or dataset")
     for file in files:
         text = file.read_text(encoding="utf-8")
-        whole = _json_document(text)
+        whole = _json_document(str(file), text)
         if isinstance(whole, list):
             yield from _array_rows(str(file), text)
         elif isinstance(whole, dict) and "instance_id" in whole:  # one row, on one line or several
@@ -121,14 +121,19 @@ def read_rows(source: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
             yield from _jsonl_rows(str(file), text)
 
 
-def _json_document(text: str) -> Any:
-    """``text`` read as one JSON document where it is one (an array or an object), else None."""
-    if text.lstrip()[:1] not in ("[", "{"):
+def _json_document(file: str, text: str) -> Any:
+    """``text`` read as one JSON document where it is one (an array or an object), else None (JSON
+    Lines). A malformed array, or a malformed ``.json`` file, is one error, not one per line."""
+    first = text.lstrip()[:1]
+    if first not in ("[", "{"):
         return None
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
-        return None  # several documents (JSON Lines), or a malformed one: read line by line
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" or (first == "{" and not file.endswith(".json")):
+            return None  # several documents: JSON Lines (a bad line is that row's error)
+        raise TaskFormatError(file, exc.lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg} (a .json "
+                                                      "file holds one array or object of rows)") from None
 
 
 def _jsonl_rows(file: str, text: str) -> Iterator[tuple[str, int, dict[str, Any]]]:

@@ -61,6 +61,14 @@ def test_an_object_that_holds_no_rows_is_one_line_and_never_suggests_validating_
     assert "validate" not in out
 
 
+def test_a_truncated_json_array_is_one_error_naming_where(mirrors, tmp_path, capsys):
+    repos, commits = mirrors
+    text = json.dumps([fx.row(commits)] * 3, indent=2)
+    (tmp_path / "rows.json").write_text(text[:len(text) // 2])  # a download cut short
+    rc, out = _import(tmp_path / "rows.json", tmp_path / "set", repos, capsys)
+    assert rc != 0 and out.strip().count("\n") == 0 and "invalid JSON" in out and "validate" not in out, out
+
+
 def test_an_import_where_every_row_failed_says_nothing_was_imported(mirrors, tmp_path, capsys):
     repos, commits = mirrors
     rows = fx.write_rows(tmp_path / "rows.jsonl", fx.row(commits, base_commit="0" * 40))
