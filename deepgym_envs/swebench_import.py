@@ -236,10 +236,10 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
         for name in ("repo", "base_commit"):
             if not isinstance(row.get(name), str) or not row[name]:
                 raise TaskFormatError(file, line, name, "missing: a SWE-bench row names its repository and base commit")
-        if row["repo"] in RUNNER_PROJECTS:
-            raise TaskFormatError(file, line, "repo", RUNNER_PROJECTS[row["repo"]])
         row = {k: v for k, v in row.items() if k not in ("repo_path", "python_env", "test_cmd", "harness")}
         task_from_row(row, path=file, line=line)  # the row's own fields, checked as the loader will
+        if row["repo"] in RUNNER_PROJECTS:
+            raise TaskFormatError(file, line, "repo", RUNNER_PROJECTS[row["repo"]])
         dest_name = safe_name(instance_id)
         origin = Origin(f"{file}:{line}", "base_commit", instance_id)
         image = images.find(instance_id) if images else None
