@@ -45,9 +45,19 @@ def _tasks_import(args: argparse.Namespace) -> int:
             where = escape(str(report.out / ".mirrors"))
             console().print(f"cloned {n} repositor{'y' if n == 1 else 'ies'} into {where} "
                             "(a re-run reuses them; the task set does not need them)")
-        console().print(f"{len(report.rows) - len(failed)} imported, {len(failed)} failed; next: "
-                        f"deepgym tasks validate {escape(str(args.out))}")
-    return 1 if failed else 0
+        imported = len(report.rows) - len(failed)
+        if imported:
+            console().print(f"{imported} imported, {len(failed)} failed; next: "
+                            f"deepgym tasks validate {escape(str(args.out))}")
+        else:
+            console().print(f"[red]nothing imported[/]: {_why_none(args.source, len(failed))}", soft_wrap=True)
+    return 1 if failed or not report.rows else 0
+
+
+def _why_none(source: str, failed: int) -> str:
+    if not failed:
+        return f"{escape(str(source))} holds no rows"
+    return f"every row of {escape(str(source))} ({failed}) failed, each for the reason in its line above"
 
 
 def print_logs(results: list[Any]) -> None:
@@ -81,10 +91,11 @@ def _grade_predictions(args: argparse.Namespace) -> int:
 
 def add_swebench_parsers(tasks: Any, sub: Any) -> None:
     """Register ``tasks import``, ``tasks validate --show-log`` and ``grade-predictions``."""
-    p = tasks.add_parser("import", help="SWE-bench / SWE-Gym rows (JSONL, Parquet, datasets dir) into a task set, "
-                                        "each repository at its base commit from a local mirror or a git URL, "
+    p = tasks.add_parser("import", help="SWE-bench / SWE-Gym rows (JSONL, JSON, Parquet, datasets dir) into a task "
+                                        "set, each repository at its base commit from a local mirror or a git URL, "
                                         "or in its SWE-bench instance image (--images)")
-    p.add_argument("source", help="a .jsonl file, a directory of them, .parquet/.arrow files or a datasets directory")
+    p.add_argument("source", help="a .jsonl file, a directory of them, a .json array (or object) of rows, "
+                                   ".parquet/.arrow files or a datasets directory")
     p.add_argument("--out", required=True, help="the task set to write (DIR/tasks.jsonl and DIR/repos/)")
     p.add_argument("--repos", default=None, metavar="MIRRORS|URL_TEMPLATE",
                    help="a directory of clones named owner__name (git clone --mirror https://github.com/owner/name "

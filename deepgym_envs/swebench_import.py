@@ -1,7 +1,8 @@
 """``deepgym tasks import``: SWE-bench-shaped rows in, a task set deepgym loads out.
 
-For SWE-bench (full, Lite, Verified), SWE-Gym or SWE-smith rows, as JSONL, Parquet / Arrow or a
-``datasets`` directory (SWE-smith's rows, another shape, go through :mod:`deepgym_envs.swesmith_import`). Per row:
+For SWE-bench (full, Lite, Verified), SWE-Gym or SWE-smith rows, as JSONL, a JSON array or object
+of rows, Parquet / Arrow or a ``datasets`` directory (SWE-smith's rows, another shape, go through
+:mod:`deepgym_envs.swesmith_import`). Per row:
 
 1. the repository comes from a local mirror, ``REPOS/owner__name`` (a clone, bare or not; ``git
    clone --mirror https://github.com/owner/name REPOS/owner__name`` makes one). Where the network
@@ -26,9 +27,11 @@ imported from the image instead: no ``repo_path`` and no ``python_env`` (the ima
 ``/testbed`` is copied out and checked against ``base_commit`` at import, as grading will take it
 (:mod:`deepgym_envs.image_trees`). A row without an image falls back to ``repos`` when given.
 
-A row that cannot be imported (no mirror, a clone that failed, a commit the mirror lacks, a git
-failure, a malformed row, no image and no mirrors) is reported with the reason and the fix, and
-the others go on; the run's exit status says whether any failed. Nothing of the repository runs:
+A row that cannot be imported (no mirror, a clone that failed, a commit the mirror lacks, a mirror
+missing objects, a git failure, a malformed row, no image and no mirrors, a row of pytest itself:
+:data:`RUNNER_PROJECTS`, a test patch the official harness cannot run:
+:func:`~deepgym_envs.tasks.harness_cannot_run`) is reported in one line with the reason and the
+fix, and the others go on; the run's exit status says whether any failed. Nothing of the repository runs:
 git only clones and reads the mirror.
 
 >>> report = import_rows("swe-bench-lite.jsonl", "lite", "mirrors")   # doctest: +SKIP
@@ -58,8 +61,8 @@ from deepgym_envs.hfdata import dataset_rows, is_dataset
 from deepgym_envs.image_trees import image_task_tree, swebench_image_names
 from deepgym_envs import swesmith_import
 from deepgym_envs.swebench_ids import translate
-from deepgym_envs.swebench_specs import spec_for
-from deepgym_envs.tasks import files_of_test_patch, patch_paths, task_from_row
+from deepgym_envs.swebench_specs import known_repos, spec_for
+from deepgym_envs.tasks import files_of_test_patch, harness_cannot_run, patch_paths, task_from_row
 from deepgym_envs.trees import cache_root, check_commit_size, source_git_dir
 from deepgym_envs.untrusted_tree import Origin, TreeCaps, escaping_links
 
@@ -92,24 +95,90 @@ class ImportReport:
 
 
 def read_rows(source: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    """(file, row number, row) of a JSONL file, a directory of them, or a dataset (Parquet, Arrow,
-    ``datasets``). A line that is not JSON is yielded as ``{"__error__": why}``."""
+    """(file, line, row) of a JSONL file, a JSON file holding an array of rows (``[{...}, ...]``)
+    or an object of rows keyed by instance id (``{"id": {...}, ...}``), a directory of JSONL
+    files, or a dataset (Parquet, Arrow, ``datasets``). A row that is not a JSON object is
+    yielded as ``{"__error__": why}``; a file that holds no rows in any of these shapes is a
+    :class:`TaskFormatError` saying what it holds."""
     path = Path(source).expanduser()
     if is_dataset(path) and not (path.is_dir() and any(path.glob("*.jsonl"))):
         yield from dataset_rows(path)
         return
     files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
     if not files or not all(f.is_file() for f in files):
-        raise TaskFormatError(str(path), None, None, "no such JSONL file, directory of them, or dataset")
+        raise TaskFormatError(str(path), None, None, "no such JSONL or JSON file, directory of JSONL files, "
+                                                     "or dataset")
     for file in files:
-        with file.open(encoding="utf-8") as fh:
-            for lineno, text in enumerate(fh, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    yield str(file), lineno, json.loads(text)
-                except json.JSONDecodeError as exc:
-                    yield str(file), lineno, {"__error__": f"invalid JSON: {exc.msg}"}
+        text = file.read_text(encoding="utf-8")
+        whole = _json_document(str(file), text)
+        if isinstance(whole, list):
+            yield from _array_rows(str(file), text)
+        elif isinstance(whole, dict) and "instance_id" in whole:  # one row, on one line or several
+            yield str(file), 1, whole
+        elif isinstance(whole, dict):
+            yield from _object_rows(str(file), whole)
+        else:  # JSON Lines
+            yield from _jsonl_rows(str(file), text)
+
+
+def _json_document(file: str, text: str) -> Any:
+    """``text`` read as one JSON document where it is one (an array or an object), else None (JSON
+    Lines). A malformed array, or a malformed ``.json`` file, is one error, not one per line."""
+    first = text.lstrip()[:1]
+    if first not in ("[", "{"):
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" or (first == "{" and not file.endswith(".json")):
+            return None  # several documents: JSON Lines (a bad line is that row's error)
+        raise TaskFormatError(file, exc.lineno, None, f"invalid JSON at column {exc.colno}: {exc.msg} (a .json "
+                                                      "file holds one array or object of rows)") from None
+
+
+def _jsonl_rows(file: str, text: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield file, lineno, _a_row(json.loads(line))
+        except json.JSONDecodeError as exc:
+            yield file, lineno, {"__error__": f"invalid JSON: {exc.msg}"}
+
+
+def _array_rows(file: str, text: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """The elements of a JSON array, each with the line it starts on."""
+    decoder, at = json.JSONDecoder(), text.index("[") + 1
+    while True:
+        at = _skip(text, at, " \t\r\n,")
+        if at >= len(text) or text[at] == "]":
+            return
+        row, end = decoder.raw_decode(text, at)  # the whole text parsed already: this cannot fail
+        yield file, text.count("\n", 0, at) + 1, _a_row(row)
+        at = end
+
+
+def _object_rows(file: str, rows: dict[str, Any]) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """An object of rows keyed by instance id; a row without ``instance_id`` takes its key."""
+    if not rows or not all(isinstance(v, dict) for v in rows.values()):
+        raise TaskFormatError(file, None, None, "a JSON object that is neither a row (no instance_id) nor an "
+                                                "object of rows keyed by instance_id: pass JSON Lines, one row "
+                                                "per line, or a JSON array of rows")
+    for n, (key, row) in enumerate(rows.items(), start=1):
+        yield file, n, {"instance_id": key, **row}
+
+
+def _a_row(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+    return {"__error__": f"expected a row (a JSON object), got a JSON {kind}"}
+
+
+def _skip(text: str, at: int, chars: str) -> int:
+    while at < len(text) and text[at] in chars:
+        at += 1
+    return at
 
 
 def import_rows(source: str | Path, out: str | Path, repos: str | Path | None = None, *, workers: int = 4,
@@ -169,10 +238,13 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
                 raise TaskFormatError(file, line, name, "missing: a SWE-bench row names its repository and base commit")
         row = {k: v for k, v in row.items() if k not in ("repo_path", "python_env", "test_cmd", "harness")}
         task_from_row(row, path=file, line=line)  # the row's own fields, checked as the loader will
+        if row["repo"] in RUNNER_PROJECTS:
+            raise TaskFormatError(file, line, "repo", RUNNER_PROJECTS[row["repo"]])
         dest_name = safe_name(instance_id)
         origin = Origin(f"{file}:{line}", "base_commit", instance_id)
         image = images.find(instance_id) if images else None
         if image:
+            _refuse_unrunnable(row, origin, None)  # the tree is the image's: the patch alone decides
             return _import_from_image(row, image, origin), row
         if repos is None:
             raise InfrastructureError(images.missing(instance_id) if images else "no --repos")
@@ -181,20 +253,51 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
         else:
             mirror = find_mirror(repos, row["repo"])
         has_src = fetch_commit(mirror, row["base_commit"], out / "repos" / dest_name, origin)
+        _refuse_unrunnable(row, origin, out / "repos" / dest_name)
         spec = spec_for(row["repo"], str(row.get("version") or ""), has_src=has_src)
         row.update(repo_path=f"repos/{dest_name}", python_env=spec.python_env(host_python),
                    test_cmd=list(spec.test_cmd), harness="swebench", deepgym_spec=spec.key)
-        reason = "" if spec.key != "generic" else (
-            f"{row['repo']} version {row.get('version')!r} is not in deepgym's spec table: the generic spec "
-            "(deepgym's Python, pytest only) is used; if its tests need packages, set python_env in the row")
+        reason = _spec_note(row["repo"], str(row.get("version") or ""), spec.key, spec.notes, out)
         if spec.parser != "pytest":
-            reason = _unmatched_note(translate_ids(row, spec.parser, out / "repos" / dest_name, origin)) or reason
+            unmatched = _unmatched_note(translate_ids(row, spec.parser, out / "repos" / dest_name, origin))
+            reason = "; ".join(x for x in (unmatched, reason) if x)
         if images:
             why = "no docker engine" if images.client is None else "no instance image"
             reason = "; ".join(x for x in (f"{why}: imported from its mirror", reason) if x)
         return ImportedRow(instance_id, "imported", spec.key, reason), row
     except (DeepgymError, OSError) as exc:
-        return ImportedRow(instance_id, "error", reason=str(exc)), row
+        return ImportedRow(instance_id, "error", reason=" ".join(str(exc).split())), row  # one line
+
+
+#: Projects whose rows are refused by name, and why: the sealed runner (pytest and pluggy, loaded
+#: from the interpreter, never from the workspace) cannot grade the project that is the runner.
+RUNNER_PROJECTS = {
+    repo: f"{repo} rows are not imported: deepgym grades with the environment's own pytest, sealed against "
+          f"the code under test, and this project is {what}, which the repository under test would replace; "
+          "no python_env or spec changes that, so leave these rows out of the set"
+    for repo, what in (("pytest-dev/pytest", "pytest itself"), ("pytest-dev/pluggy", "pytest's plugin manager"))
+}
+
+
+def _refuse_unrunnable(row: dict[str, Any], origin: Origin, tree: Path | None) -> None:
+    """Refuse a row whose test command the official harness cannot run (a deleted test file, a name
+    its shell splits, a name it reads wrongly that ``tree`` after the test patch lacks)."""
+    test_patch = str(row.get("test_patch") or "")
+    exists = test_patch_files(tree, test_patch, origin)[1].__contains__ if tree is not None and test_patch else None
+    why = harness_cannot_run(test_patch, exists)
+    if why:
+        raise TaskFormatError(origin.source, None, "test_patch", f"{why}; leave the row out or fix its test_patch")
+
+
+def _spec_note(repo: str, version: str, key: str, notes: str, out: Path) -> str:
+    """What the import report says about the environment a row gets: the spec's notes, or that
+    the repository (or its version) is unsupported and what runs it instead."""
+    if key != "generic":
+        return f"spec note: {notes}" if notes else ""
+    what = (f"unsupported version: version {version!r} of {repo} is not in deepgym's spec table (other versions are)"
+            if repo in known_repos() else f"unsupported repository: {repo} is not in deepgym's spec table")
+    return (f"{what}; imported with the generic spec (deepgym's Python, pytest only): "
+            f"`deepgym tasks validate {out}` says whether its tests run there")
 
 
 def _unmatched_note(unmatched: list[str]) -> str:
@@ -434,12 +537,17 @@ def fetch_commit(mirror: Path, base_commit: str, dest: Path, origin: Origin) -> 
         init_repo(tree)
         upload_pack = "git -c safe.directory=* -c uploadpack.allowAnySHA1InWant=true upload-pack"
         # file://: git's local shortcut (hard links to the mirror's objects) would ignore --depth.
-        run_git(["-c", "safe.directory=*", "--no-replace-objects", "fetch", "-q", "--no-tags",
-                 "--no-write-fetch-head", "--depth=1", "--upload-pack", upload_pack, f"file://{gitdir}", sha],
-                cwd=tree, env=env)
-        run_git(["update-ref", "--no-deref", "HEAD", sha], cwd=tree)
-        check_commit_size(tree, sha, TreeCaps.from_env(), origin)
-        run_git(["reset", "-q", "--hard", "HEAD"], cwd=tree)
+        try:
+            run_git(["-c", "safe.directory=*", "--no-replace-objects", "fetch", "-q", "--no-tags",
+                     "--no-write-fetch-head", "--depth=1", "--upload-pack", upload_pack, f"file://{gitdir}", sha],
+                    cwd=tree, env=env)
+            run_git(["update-ref", "--no-deref", "HEAD", sha], cwd=tree)
+            check_commit_size(tree, sha, TreeCaps.from_env(), origin)
+            run_git(["reset", "-q", "--hard", "HEAD"], cwd=tree)
+        except GitError as exc:
+            if _MISSING_OBJECT.search(exc.stderr):
+                raise InfrastructureError(incomplete_mirror(mirror, gitdir, base_commit, exc.stderr)) from None
+            raise
         escaping = escaping_links(tree)
         if escaping:
             raise TaskFormatError(origin.source, None, "base_commit", f"the base commit holds links leading "
@@ -451,3 +559,24 @@ def fetch_commit(mirror: Path, base_commit: str, dest: Path, origin: Origin) -> 
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return (dest / "src").is_dir()
+
+
+#: What git says when a mirror lacks an object the commit needs (a partial or damaged snapshot).
+_MISSING_OBJECT = re.compile(r"unable to read [0-9a-f]{7,}|missing (?:blob|tree|commit|object)|bad object|"
+                             r"did not send all necessary objects|possible repository corruption|"
+                             r"pack-objects died|could not read [0-9a-f]{7,}|is corrupt")
+
+
+def incomplete_mirror(mirror: Path, gitdir: Path, base_commit: str, stderr: str) -> str:
+    """One line: ``mirror`` lacks objects of ``base_commit`` (git's own words cut to the object it
+    could not read), and the two commands that complete it."""
+    said = next((m.group(0) for m in re.finditer(r"(?:unable to read|missing \w+|bad object|could not read) "
+                                                 r"[0-9a-f]{7,}", stderr)), "")
+    said = said or next((ln.strip() for ln in stderr.splitlines() if _MISSING_OBJECT.search(ln)), "")
+    url = run_git(["config", "--file", str(gitdir / "config"), "--get",
+                   "remote.origin.url"], check=False).strip() or \
+        f"https://github.com/{mirror.name.removesuffix('.git').replace('__', '/', 1)}"
+    return (f"the mirror {mirror} is incomplete: git cannot read every object of {base_commit[:12]} "
+            f"({' '.join(said.replace('remote: ', '').split())}); complete it with "
+            f"`git -C {mirror} fetch --refetch origin` (git 2.36 or later), or clone it again with "
+            f"`git clone --mirror {url} {mirror}` after moving the old one away")

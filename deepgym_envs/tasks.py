@@ -17,7 +17,7 @@ import os
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from deepgym_envs.envspec import PythonEnv
 from deepgym_envs.errors import TaskFormatError, UnknownTaskError
@@ -118,26 +118,112 @@ TRUST_CAPABILITIES = ("frames", "code", "gc", "trace", "ctypes", "source")
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 
 
+#: Where the official harness reads a test patch's files from: ``diff --git a/OLD b/NEW`` (the rest
+#: of the line after its last `` b/`` is the file).
+_HARNESS_HEADER = "diff --git a/"
+
+
 def files_of_test_patch(test_patch: str) -> list[str]:
-    """The files the official harness runs for a test patch: every file the patch leaves in place
-    (its ``+++`` side), less data files, in patch order."""
+    """The files the official SWE-bench harness hands its test runner for a test patch, in patch
+    order, each once: the target of every ``diff --git a/OLD b/NEW`` line (a change, an addition,
+    a rename or copy, even at 100 % similarity with no ``+++`` line, a mode change, a binary file, a
+    deletion), less data files (:data:`NON_TEST_EXTS`).
+
+    This is the harness's rule (``get_test_directives``: the pattern ``diff --git a/.* b/(.*)`` over
+    the whole patch), kept with its edges, so that a row is graded on the files its published ids
+    were made from:
+
+    * a deleted file is still named: pytest then stops ("file or directory not found") and runs
+      nothing, so no prediction resolves such a row (import refuses it, see
+      :func:`harness_cannot_run`);
+    * a name git quotes (``"a/t\\303\\251st.py"``: non-ASCII, ``"``, ``\\`` or control characters) does
+      not match, so that file is not run; a name with a space is not quoted by git and is read;
+    * the target is what follows the line's *last* `` b/``, to the end of the line (``\\n``);
+    * the pattern is not anchored: a hunk line holding ``diff --git a/... b/...`` names a file too.
+
+    >>> files_of_test_patch("diff --git a/t/old.py b/t/new.py\\nsimilarity index 100%\\n")
+    ['t/new.py']
+    """
     out: list[str] = []
-    for line in test_patch.splitlines():
-        if line.startswith("+++ ") and line[4:].split("\t")[0].strip() != "/dev/null":
-            for path in patch_paths(line):
-                if path not in out and not path.endswith(NON_TEST_EXTS):
-                    out.append(path)
+    for line in test_patch.split("\n"):  # the pattern's "." stops at "\n" only
+        at = line.find(_HARNESS_HEADER)
+        cut = line.rfind(" b/", at + len(_HARNESS_HEADER)) if at >= 0 else -1
+        if cut < 0:
+            continue
+        path = line[cut + 3:]
+        # An empty name adds nothing to the harness's command line (it joins them with spaces).
+        if path and path not in out and not path.endswith(NON_TEST_EXTS):
+            out.append(path)
     return out
+
+
+#: Characters on which a shell splits, unquotes or expands a word, or stops the command (glob
+#: characters left out: a pattern that matches nothing stays the word it was): the harness joins
+#: its test files into a shell command line unquoted.
+_SHELL_SPECIAL = frozenset(" \t\r\v\f\"'\\$`;&|<>()")
+
+
+def harness_cannot_run(test_patch: str, exists: Callable[[str], bool] | None = None) -> str:
+    """Why the official harness's test command for ``test_patch`` runs no test at all, or ``""``.
+
+    Its files (:func:`files_of_test_patch`) go to pytest on one shell command line, and pytest stops
+    before any test when one of them is missing ("file or directory not found"). That happens to
+    a file the patch deletes, to a name the shell splits or expands (a space, a quote, ``$``,
+    ``;``...), and to a name the harness reads wrongly (from a line inside a hunk, or cut at the
+    wrong `` b/``) unless the tree after the patch has a file by that name: ``exists`` says which
+    paths it has (without it, none). No prediction resolves such a row there.
+
+    >>> harness_cannot_run("diff --git a/t/x.py b/t/x.py\\ndeleted file mode 100644\\n")[:60]
+    "the official harness hands pytest 't/x.py' (a file the test "
+
+    """
+    deleted: list[str] = []
+    kept: set[str] = set()
+    headers: set[str] = set()
+    miscut: dict[str, str] = {}  # the harness's name -> git's, where they differ
+    current = ""
+    for line in test_patch.split("\n"):
+        if line.startswith(_HARNESS_HEADER):
+            current = line.rsplit(" b/", 1)[-1] if " b/" in line[len(_HARNESS_HEADER):] else ""
+            headers.add(current)
+            kept.add(current)
+            real = _git_header_paths(line[len("diff --git "):])
+            if len(real) == 2 and real[1] != current:
+                miscut[current] = real[1]
+        elif current and (line.startswith("deleted file mode") or line.rstrip() == "+++ /dev/null"):
+            kept.discard(current)
+            deleted.append(current)
+    for path in files_of_test_patch(test_patch):
+        if path in deleted and path not in kept:
+            why = "a file the test patch deletes"
+        elif exists is not None and exists(path) and not _SHELL_SPECIAL.intersection(path):
+            continue  # read wrongly, but a file all the same: it runs
+        elif path in miscut:
+            why = f"cut at its line's last ' b/' from the name {miscut[path]!r}"
+        elif path not in headers:
+            why = "read from a line inside a hunk: its pattern is not anchored to headers"
+        elif _SHELL_SPECIAL.intersection(path):
+            why = "a name its shell command line splits or expands: it joins the files unquoted"
+        else:
+            continue
+        return (f"the official harness hands pytest {path!r} ({why}), and pytest stops before any test "
+                "(file or directory not found): no prediction resolves this row there")
+    return ""
 
 
 def patch_paths(diff: str) -> list[str]:
     """The repository paths a unified diff touches (both sides of renames and copies), in order.
 
-    Reads ``---``/``+++`` headers and git's ``rename``/``copy from``/``to`` lines, and decodes
-    git's C-quoted names (``"b/con\\146test.py"``).
+    Reads ``diff --git`` headers (a mode change or a binary file has no other), ``---``/``+++``
+    headers and git's ``rename``/``copy from``/``to`` lines, and decodes git's C-quoted names
+    (``"b/con\\146test.py"``).
     """
     paths: dict[str, None] = {}  # ordered, and a path seen before is found in constant time
     for line in diff.splitlines():
+        if line.startswith("diff --git "):
+            for name in _git_header_paths(line[len("diff --git "):]):
+                paths.setdefault(name)
+            continue
         if line.startswith(("--- ", "+++ ")):
             name, strip = line[4:], True
         elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
@@ -151,6 +237,51 @@ def patch_paths(diff: str) -> list[str]:
             name = name[2:]
         paths.setdefault(name)
     return list(paths)
+
+
+def _git_header_paths(rest: str) -> list[str]:
+    """The two paths of a ``diff --git`` header (what follows ``diff --git ``), prefixes dropped.
+
+    Quoted names are read as git writes them. Two unquoted names are split where git splits them:
+    in the middle, when both sides name the same file (``a/x y.py b/x y.py``); a rename whose names
+    are ambiguous gives none here (its ``rename from``/``to`` lines name both)."""
+    names: list[str] = []
+    while rest:
+        if rest.startswith('"'):
+            end = _closing_quote(rest)
+            if end < 0:
+                return []
+            names.append(_unquote(rest[:end + 1]))
+            rest = rest[end + 1:].lstrip(" ")
+        elif not names and '"' in rest:  # a/plain "b/quoted"
+            plain, _, quoted = rest.partition(' "')
+            names.append(plain)
+            rest = '"' + quoted
+        elif not names:  # both unquoted
+            half = (len(rest) - 1) // 2
+            if len(rest) % 2 == 1 and rest[half] == " " and rest[2:half] == rest[half + 3:]:
+                names += [rest[:half], rest[half + 1:]]
+            elif rest.count(" b/") == 1:
+                cut = rest.index(" b/")
+                names += [rest[:cut], rest[cut + 1:]]
+            rest = ""
+        else:
+            names.append(rest)
+            rest = ""
+    return [n[2:] if n[:2] in ("a/", "b/") else n for n in names if n]
+
+
+def _closing_quote(text: str) -> int:
+    """Index of the quote that closes the C-quoted name ``text`` starts with; -1 if none."""
+    i = 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == '"':
+            return i
+        i += 1
+    return -1
 
 
 @functools.lru_cache(maxsize=256)
