@@ -22,6 +22,7 @@ from typing import Any
 from deepgym_envs.envspec import PythonEnv
 from deepgym_envs.errors import TaskFormatError, UnknownTaskError
 from deepgym_envs.hfdata import dataset_rows, is_dataset  # pyarrow and datasets are imported only to read one
+from deepgym_envs.testplugins import plugin_args
 
 #: Fields a row must have (SWE-bench's own required set, minus what local repositories lack).
 REQUIRED = ("instance_id", "problem_statement", "FAIL_TO_PASS")
@@ -91,6 +92,13 @@ class Task:
         if self.harness:
             return self.harness == "swebench"
         return bool(self.environment_setup_commit)
+
+    @property
+    def pytest_args(self) -> list[str]:
+        """The extra pytest arguments every run of this task's tests gets: ``test_cmd``, after
+        ``-p MODULE`` for each well-known test plugin its ``python_env`` installs
+        (:mod:`deepgym_envs.testplugins`; plugins are never auto-loaded)."""
+        return [*plugin_args(self.python_env.get("requirements") or [], self.test_cmd), *self.test_cmd]
 
     @property
     def gold_files(self) -> list[str]:
