@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-import deepgym_envs.gate as gate_mod
 from conftest import GOLD_PATCH, TEST_PATCH, requires_namespace, toy_row, write_toy_repo
 from deepgym_envs.batch import run_batch
 from deepgym_envs.cli import main
@@ -39,6 +38,15 @@ MOCKER_TEST = """
 #: The toy's hidden tests plus one PASS_TO_PASS test that needs pytest-mock's ``mocker``.
 MOCKER_TEST_PATCH = TEST_PATCH.replace("@@ -7,3 +7,7 @@", "@@ -7,3 +7,12 @@") + MOCKER_TEST.lstrip("\n")
 MOCKER_ID = "tests/test_ops.py::test_mean_of_a_mocked_sum"
+
+
+@pytest.fixture
+def gate_mod():
+    """The gate's module (imported here, so that on a tree without it the behaviour tests fail as
+    assertions, not all at once at import)."""
+    import deepgym_envs.gate
+
+    return deepgym_envs.gate
 
 
 def mocker_row(repo: Path, **overrides: object) -> dict:
@@ -100,7 +108,7 @@ def test_the_envs_final_verdict_is_masked_for_an_invalid_task(invalid_task):
     _says_why(info["verdict"]["reason"])
 
 
-def test_built_in_style_tasks_and_the_opt_out_are_graded_as_before(invalid_task, monkeypatch):
+def test_built_in_style_tasks_and_the_opt_out_are_graded_as_before(invalid_task, monkeypatch, gate_mod):
     """The gate costs the built-in and synthesised sets nothing (no harness: never validated first);
     a user who knows better turns it off."""
     calls = []
@@ -118,7 +126,7 @@ def _validation(task: Task, valid: bool, base: str = "unresolved") -> TaskValida
                           Verdict(base, reason="base reason"), Verdict("resolved"))
 
 
-def test_one_validation_per_task_content_even_under_concurrent_use(invalid_task, monkeypatch):
+def test_one_validation_per_task_content_even_under_concurrent_use(invalid_task, monkeypatch, gate_mod):
     calls = []
 
     def slow(task, **kwargs):
@@ -143,7 +151,7 @@ def test_one_validation_per_task_content_even_under_concurrent_use(invalid_task,
     assert len(calls) == 2
 
 
-def test_a_validation_with_no_verdict_of_its_own_is_never_stored_as_invalid(invalid_task, monkeypatch):
+def test_a_validation_with_no_verdict_of_its_own_is_never_stored_as_invalid(invalid_task, monkeypatch, gate_mod):
     calls = []
     monkeypatch.setattr(gate_mod, "validate_task",
                         lambda task, **k: calls.append(1) or _validation(task, False, base="no_verdict"))
@@ -157,7 +165,7 @@ def test_a_validation_with_no_verdict_of_its_own_is_never_stored_as_invalid(inva
     assert len(calls) == 2
 
 
-def test_tasks_validate_writes_the_cache_the_gate_reads(invalid_task, tmp_path, monkeypatch, capsys):
+def test_tasks_validate_writes_the_cache_the_gate_reads(invalid_task, tmp_path, monkeypatch, capsys, gate_mod):
     path = tmp_path / "set.jsonl"
     path.write_text(json.dumps(mocker_row(Path(invalid_task.repo_path))) + "\n")
     assert main(["tasks", "validate", str(path), "--workers", "1"]) == 1
@@ -169,3 +177,47 @@ def test_tasks_validate_writes_the_cache_the_gate_reads(invalid_task, tmp_path, 
     blocked = gate_mod.gate(load_tasks(path)[0])
     assert blocked is not None
     _says_why(blocked.reason)
+
+
+#: pytest-mock as pip installs it for the toy (deepgym's own Python): built once per cache, in a build sandbox.
+WITH_PYTEST_MOCK = {"requirements": ["pytest==7.4.4", "pytest-mock==3.14.0"], "pythonpath": ["src"]}
+
+
+@pytest.mark.slow
+def test_a_mocker_task_validates_once_its_environment_installs_pytest_mock(tmp_path):
+    """The plugin is loaded because the requirements install it (autoloading stays off), or because
+    the spec names it in test_cmd; graded sealed, with canaries planted beside the mocker test."""
+    from deepgym_envs.grading import grade, plants_canaries
+    from deepgym_envs.validate import validate_task
+
+    repo = write_toy_repo(tmp_path / "calc")
+    for test_cmd in ([], ["-p", "pytest_mock"]):
+        task = task_from_row(mocker_row(repo, python_env=WITH_PYTEST_MOCK, test_cmd=test_cmd))
+        result = validate_task(task)
+        assert result.valid, (result.problems, result.gold.log[-2000:])
+        assert result.gold.tests[MOCKER_ID] == "passed" and "plugins: mock-3.14.0" in result.gold.log
+        assert run_batch(task, [GOLD_PATCH], workers=1)[0].status == "resolved"
+    # The mocked test is graded like the others (canaries planted beside it): a change that passes
+    # the plain test_mean but ignores sum() fails it.
+    assert plants_canaries(task.pytest_args)
+    constant = GOLD_PATCH.replace(" def mean(values):\n", " def mean(values):\n-    return sum(values) / len(values)\n"
+                                  "+    return 2\n").replace("@@ -1,6 +1,6 @@", "@@ -1,7 +1,7 @@")
+    verdict = grade(task, constant)
+    assert verdict.status == "unresolved" and verdict.tests[MOCKER_ID] == "failed", verdict.reason
+    assert verdict.tests["tests/test_ops.py::test_mean"] == "passed"
+
+
+def test_without_pytest_mock_validation_names_the_fixture_the_package_and_the_plugin(invalid_task):
+    from deepgym_envs.validate import validate_task
+
+    problems = validate_task(invalid_task).problems
+    assert "fixture 'mocker' not found" in problems[0] and "pytest-mock" in problems[0], problems
+    assert "pytest_mock" in problems[0]
+
+
+def test_pvlibs_spec_installs_pytest_mock_and_loads_its_plugin():
+    from deepgym_envs.swebench_specs import spec_for
+
+    spec = spec_for("pvlib/pvlib-python", "0.9")
+    assert "pytest-mock==3.14.0" in spec.requirements and spec.plugins == ("pytest_mock",)
+    assert list(spec.test_cmd[:2]) == ["-p", "pytest_mock"]
