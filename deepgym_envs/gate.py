@@ -64,7 +64,7 @@ class Validity:
 def gated(task: Task) -> bool:
     """Whether ``task`` is graded only once it validates: an imported row (``harness`` set, or
     SWE-bench's ``environment_setup_commit``), not a built-in or synthesised task."""
-    return bool(task.harness or task.environment_setup_commit)
+    return task.imported
 
 
 def enabled(validate_first: bool | None = None) -> bool:
