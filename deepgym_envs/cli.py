@@ -116,6 +116,11 @@ def _tasks_validate(args: argparse.Namespace) -> int:
 
         for path in record_gold_seconds(results, tasks):
             _note(args).print(f"recorded the gold runs' times (gold_seconds) in {escape(str(path))}")
+    if args.record_flaky or args.record_gold_seconds:  # the rows changed as validated: kept under their new keys
+        fresh = {t.source: t for t in load_tasks(args.taskset)}
+        for r, t in zip(results, tasks):
+            if t.source in fresh:
+                store(fresh[t.source], r, backend=args.sandbox)
     return 1 if bad else 0
 
 

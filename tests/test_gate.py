@@ -221,3 +221,15 @@ def test_pvlibs_spec_installs_pytest_mock_and_loads_its_plugin():
     spec = spec_for("pvlib/pvlib-python", "0.9")
     assert "pytest-mock==3.14.0" in spec.requirements and spec.plugins == ("pytest_mock",)
     assert list(spec.test_cmd[:2]) == ["-p", "pytest_mock"]
+
+
+def test_a_set_validated_with_recorded_gold_seconds_is_not_validated_again(tmp_path, monkeypatch, gate_mod):
+    from deepgym_envs.tasks import load_tasks
+
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps(toy_row(write_toy_repo(tmp_path / "calc"), harness="swebench")) + "\n")
+    assert main(["tasks", "validate", str(path), "--workers", "1", "--record-gold-seconds"]) == 0
+    task = load_tasks(path)[0]
+    assert task.gold_seconds > 0  # the row changed; its validation is kept under the new key
+    monkeypatch.setattr(gate_mod, "validate_task", lambda *a, **k: pytest.fail("validated again"))
+    assert gate_mod.gate(task) is None
