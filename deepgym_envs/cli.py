@@ -132,9 +132,10 @@ def _validation_row(r: Any, t: Any) -> dict[str, Any]:
     p2p_passing = sum(counts_as_passing(r.base.tests.get(x, ""), False, t.swebench_semantics)
                       for x in t.PASS_TO_PASS)
     counted = r.base.status != "no_verdict"  # a run with no verdict failed no test: say why instead
+    unknown = f"base: no verdict: {r.base.reason}"
     return {"task_id": r.task_id, "valid": r.valid, "problems": r.problems,
-            "F2P_fail_at_base": f"{f2p_failing}/{len(t.FAIL_TO_PASS)}" if counted else f"base: no verdict: {r.base.reason}",
-            "P2P_pass_at_base": f"{p2p_passing}/{len(t.PASS_TO_PASS)}" if counted else f"base: no verdict: {r.base.reason}",
+            "F2P_fail_at_base": f"{f2p_failing}/{len(t.FAIL_TO_PASS)}" if counted else unknown,
+            "P2P_pass_at_base": f"{p2p_passing}/{len(t.PASS_TO_PASS)}" if counted else unknown,
             "base": r.base.status, "gold": r.gold.status, "gold_seconds": r.gold_seconds, "flaky": r.flaky,
             "trust": list(t.trust)}
 

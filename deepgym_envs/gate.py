@@ -22,6 +22,7 @@ for :data:`RETRY_AFTER` seconds so a batch does not validate once per candidate.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -31,6 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from deepgym_envs.gitrepo import safe_name
 from deepgym_envs.grading import Verdict
@@ -121,10 +123,14 @@ def store(task: Task, result: TaskValidation, *, backend: str | None = None) -> 
     known = of_validation(result)
     if known.conclusive:
         path = _entry(task, backend)
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps({"task_id": task.instance_id, "valid": known.valid, "reason": known.reason}))
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({"task_id": task.instance_id, "valid": known.valid, "reason": known.reason}))
+            os.replace(tmp, path)
+        except OSError:  # a cache that cannot be written (full, read-only) costs a validation, not the grading
+            with contextlib.suppress(OSError):
+                tmp.unlink()
     return known
 
 
@@ -153,16 +159,28 @@ def validity(task: Task, *, backend: str | None = None) -> Validity:
     known = _recent(path) or _read(path)
     if known is not None:
         return known
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # others validating this task: wait, then read what they found
-        try:
-            known = _recent(path) or _read(path)
-            if known is None:
-                known = store(task, validate_task(task, backend=backend), backend=backend)
-                if not known.conclusive:
-                    with _RECENT_LOCK:
-                        _RECENT[str(path)] = (time.monotonic(), known)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with _locked(path.with_suffix(".lock")):  # others validating this task: wait, then read what they found
+        known = _recent(path) or _read(path)
+        if known is None:
+            known = store(task, validate_task(task, backend=backend), backend=backend)
+            if not known.conclusive:
+                with _RECENT_LOCK:
+                    _RECENT[str(path)] = (time.monotonic(), known)
     return known
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive file lock (threads and processes alike); none where the cache is not writable."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a")
+    except OSError:
+        yield
+        return
+    with fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -205,6 +205,13 @@ def test_a_mocker_task_validates_once_its_environment_installs_pytest_mock(tmp_p
     verdict = grade(task, constant)
     assert verdict.status == "unresolved" and verdict.tests[MOCKER_ID] == "failed", verdict.reason
     assert verdict.tests["tests/test_ops.py::test_mean"] == "passed"
+    # pytest-mock is project-side code next to the report plugin, which stays the authority: a change
+    # that replaces pytest's runner at import is caught (canaries and machinery checks), never resolved.
+    forged = "lambda item, when, **kw: _r.CallInfo.from_call(lambda: None, when)"
+    tamper = GOLD_PATCH.replace(" def clamp(x, lo, hi):\n", f"+import _pytest.runner as _r\n+_r.call_runtest_hook = {forged}\n"
+                                " def clamp(x, lo, hi):\n").replace("@@ -1,6 +1,6 @@", "@@ -1,6 +1,8 @@")
+    verdict = grade(task, tamper)
+    assert verdict.status == "unresolved" and verdict.tampered, verdict.reason
 
 
 def test_without_pytest_mock_validation_names_the_fixture_the_package_and_the_plugin(invalid_task):
