@@ -28,9 +28,11 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Iterator
 
@@ -48,8 +50,9 @@ RETRY_AFTER = 600.0
 VALIDATION_VERSION = "1"
 
 _PACKAGE = Path(__file__).resolve().parent
-#: The code a validation's outcome depends on: grading, the runner, the seal, the canaries.
-_GRADING_CODE = ("grading.py", "validate.py", "testplugins.py", "testrun", "canaries")
+#: The code a validation's outcome depends on: grading, the runner, the seal, the canaries, and how
+#: environments are built.
+_GRADING_CODE = ("grading.py", "validate.py", "testplugins.py", "testrun", "canaries", "pyenv.py", "envspec.py")
 
 
 @dataclass(frozen=True)
@@ -90,12 +93,20 @@ def gate(task: Task, *, backend: str | None = None, validate_first: bool | None 
 
 @functools.lru_cache(maxsize=1)
 def _code_version() -> str:
-    h = hashlib.sha256(VALIDATION_VERSION.encode())
+    # deepgym's own interpreter and pytest run the tests of a task that names no environment
+    h = hashlib.sha256(f"{VALIDATION_VERSION}\0{sys.version}\0{_version_of('pytest')}".encode())
     for name in _GRADING_CODE:
         root = _PACKAGE / name
         for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
             h.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def _version_of(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 def validity_key(task: Task, backend: str | None = None) -> str:
