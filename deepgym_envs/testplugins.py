@@ -11,7 +11,11 @@ at setup here unless the plugin is named. A plugin is named:
 
 Plugins that change which tests run or in what order (pytest-xdist, pytest-randomly,
 pytest-rerunfailures) are never loaded automatically: they would change verdicts, and xdist's
-workers escape the grading process the seal watches.
+workers escape the grading process the seal watches. Nor is pytest-cov: given ``--cov`` it starts
+coverage's tracer, which the seal refuses to the code under test's process.
+
+Automatic loading is for imported rows only (:attr:`~deepgym_envs.tasks.Task.pytest_args`): the
+built-in and synthesised sets were validated with no plugin loaded.
 
 >>> plugin_args(["pytest==7.4.4", "pytest-mock==3.14.0"], [])
 ['-p', 'pytest_mock']
