@@ -700,11 +700,24 @@ def graded_alone(exc: Exception) -> Verdict:
 VERDICTS = VerdictCache()
 
 
+#: What pytest says of a fixture no plugin provides (validation names the package: ``mocker``).
+_NO_FIXTURE = re.compile(r"fixture '\w+' not found")
+LOG_TAIL = 8000
+
+
+def log_tail(output: str) -> str:
+    """The end of a run's output, for the verdict's log; led by the missing-fixture lines the cut
+    left out (in a large suite, ``-rA``'s summary pushes the setup errors out of the tail)."""
+    head, tail = output[:-LOG_TAIL], output[-LOG_TAIL:]
+    missing = sorted(set(_NO_FIXTURE.findall(head)) - set(_NO_FIXTURE.findall(tail)))[:20]
+    return "".join(f"E       {m}\n" for m in missing) + tail
+
+
 def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: float,
           planted: list[canary_tests.Canary] | tuple[()] = (), workdir: str = "/testbed") -> Verdict:
     """Turn a test report into a verdict, cross-checking it against the process's exit status
     and the canaries ``planted`` in the run (never listed in the verdict's tests)."""
-    log = result.output[-8000:]
+    log = log_tail(result.output)
     flaky = set(task.flaky)
     f2p = [t for t in task.FAIL_TO_PASS if t not in flaky]
     p2p = [t for t in task.PASS_TO_PASS if t not in flaky]

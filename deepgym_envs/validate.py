@@ -38,7 +38,7 @@ from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.selection import TestMap, build_map, map_key, save_maps, sidecar
 from deepgym_envs.tasks import TRUST_CAPABILITIES, Task
-from deepgym_envs.testplugins import fixture_provider, named_plugins
+from deepgym_envs.testplugins import KNOWN, fixture_provider, named_plugins
 from deepgym_envs.testrun.trace import trace_tests
 from deepgym_envs.trees import pristine_tree
 
@@ -146,12 +146,13 @@ def missing_fixtures(task: Task, *verdicts: Verdict) -> str:
                           "requirements) and load its plugin (test_cmd: -p MODULE)")
             continue
         package, module = found
-        installed = any(re.match(rf"{re.escape(package)}\b", r, re.I)
+        installed = any(re.match(rf"{re.escape(package)}\s*(\[|==|;|$)", r, re.I)
                         for r in task.python_env.get("requirements") or [])
         if not installed:
+            load = (f"its plugin {module} is then loaded" if task.imported and module in KNOWN.values()
+                    else f"and add \"-p\", \"{module}\" to test_cmd")
             advice.append(f"fixture {name!r} not found: it comes from {package}, which this task's environment "
-                          f"does not install: add {package}==VERSION to python_env's requirements (its plugin "
-                          f"{module} is then loaded)")
+                          f"does not install: add {package}==VERSION to python_env's requirements ({load})")
         elif module in named_plugins(task.pytest_args):
             advice.append(f"fixture {name!r} not found although {package}'s plugin {module} is loaded: see the log")
         else:

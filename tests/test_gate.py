@@ -222,6 +222,19 @@ def test_without_pytest_mock_validation_names_the_fixture_the_package_and_the_pl
     assert "pytest_mock" in problems[0]
 
 
+def test_a_missing_fixture_is_named_even_when_a_large_suite_pushes_it_out_of_the_logs_tail(tmp_path):
+    """pvlib's 281 tests: ``-rA``'s summary alone outgrows the log's tail, and the setup error with it."""
+    from deepgym_envs.validate import validate_task
+
+    many = ("diff --git a/tests/test_many.py b/tests/test_many.py\nnew file mode 100644\n--- /dev/null\n"
+            "+++ b/tests/test_many.py\n@@ -0,0 +1,6 @@\n+import pytest\n+\n+\n"
+            "+@pytest.mark.parametrize('i', range(400))\n+def test_many(i):\n+    assert i >= 0\n")
+    task = task_from_row(mocker_row(write_toy_repo(tmp_path / "calc"), test_patch=MOCKER_TEST_PATCH + many))
+    result = validate_task(task)
+    assert len(result.gold.log) > 8000  # the tail, led by the setup error it cut
+    assert "fixture 'mocker' not found" in result.problems[0] and "pytest-mock" in result.problems[0], result.problems
+
+
 def test_pvlibs_spec_installs_pytest_mock_and_loads_its_plugin():
     from deepgym_envs.swebench_specs import spec_for
 
