@@ -39,6 +39,7 @@ KNOWN = {
     "pytest-benchmark": "pytest_benchmark.plugin",
     "requests-mock": "requests_mock.contrib._pytest_plugin",
     "hypothesis": "_hypothesis_pytestplugin",
+    "anyio": "anyio.pytest_plugin",
 }
 
 #: Fixtures that installed plugins provide: fixture -> (distribution, module to load or "").
@@ -54,6 +55,7 @@ FIXTURES = {
     "httpx_mock": ("pytest-httpx", "pytest_httpx"),
     "snapshot": ("syrupy", "syrupy"),
     "datadir": ("pytest-datadir", "pytest_datadir.plugin"),
+    "anyio_backend": ("anyio", "anyio.pytest_plugin"),
 }
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
