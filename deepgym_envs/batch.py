@@ -18,6 +18,7 @@ warm test server serves every candidate after the first without interpreter star
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from deepgym_envs.errors import DeepgymError, TaskFormatError
+from deepgym_envs.gate import gate
 from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, grade, graded_alone
 from deepgym_envs.sandbox import SandboxLimits
 from deepgym_envs.sandbox.pool import ViewPool
@@ -34,7 +36,7 @@ from deepgym_envs.tasks import Task
 def run_batch(task: Task, patches: Iterable[str], workers: int | None = None, *, backend: str | None = None,
               limits: SandboxLimits | None = None, timeout: float = GRADING_TIMEOUT,
               executor: str = "thread", warm: bool = True, retries: int = 2,
-              straggler_after: float | None = None) -> list[Verdict]:
+              straggler_after: float | None = None, validate_first: bool | None = None) -> list[Verdict]:
     """Grade every patch against ``task``'s hidden tests; one Verdict per patch, in order.
 
     ``executor``: ``"thread"`` grades on this machine, ``workers`` at a time (default: the number
@@ -44,10 +46,17 @@ def run_batch(task: Task, patches: Iterable[str], workers: int | None = None, *,
     local instance. Ray only: a candidate whose worker or node is lost is re-run up to ``retries``
     more times, then is a ``no_verdict`` saying so; with ``straggler_after`` (seconds), a candidate
     still running that long gets a second copy on a free CPU, and the first result wins.
+
+    An imported task is validated first (:mod:`deepgym_envs.gate`, once, cached): if it does not
+    validate, every candidate's verdict is ``no_verdict`` with the reason, and none is graded.
+    ``validate_first=False`` grades anyway (None: ``$DEEPGYM_VALIDATE_FIRST``, on by default).
     """
     patches = list(patches)
     if not all(isinstance(p, str) for p in patches):
         raise DeepgymError("run_batch takes patches as strings (unified diffs)")
+    blocked = gate(task, backend=backend, validate_first=validate_first)
+    if blocked is not None:
+        return [dataclasses.replace(blocked) for _ in patches]
     if executor == "ray":
         from deepgym_envs.ray_batch import run_batch_ray  # Ray is optional: imported only when asked for
 

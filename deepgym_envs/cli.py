@@ -71,6 +71,10 @@ def _tasks_validate(args: argparse.Namespace) -> int:
     tasks = select_tasks(load_tasks(args.taskset), args.task or (), source=args.taskset)
     results = validate_tasks(tasks, backend=args.sandbox, workers=args.workers, runs=args.runs,
                              record_maps=args.record_maps, retime=args.record_gold_seconds)
+    from deepgym_envs.gate import store
+
+    for r, t in zip(results, tasks):  # what the grading paths' gate reads: a validated set is not validated again
+        store(t, r, backend=args.sandbox)
     bad = sum(not r.valid for r in results)
     flaky = sum(bool(r.flaky) for r in results)
     if args.json:
@@ -83,7 +87,9 @@ def _tasks_validate(args: argparse.Namespace) -> int:
             table.add_column(col, overflow="fold")
         for r, t in zip(results, tasks):
             row = _validation_row(r, t)
-            table.add_row(escape(r.task_id), row["F2P_fail_at_base"], row["P2P_pass_at_base"], r.gold.status,
+            at_base = ("base: no verdict",) * 2 if r.base.status == "no_verdict" else (
+                row["F2P_fail_at_base"], row["P2P_pass_at_base"])  # the reason is in the result column
+            table.add_row(escape(r.task_id), *at_base, r.gold.status,
                           f"{r.gold_seconds:.2f}s" if r.gold_seconds else "-", escape(", ".join(r.flaky)) or "-",
                           "[green]valid[/]" if r.valid else "[red]INVALID[/]: " + escape("; ".join(r.problems)))
         print_table(table)
@@ -110,6 +116,11 @@ def _tasks_validate(args: argparse.Namespace) -> int:
 
         for path in record_gold_seconds(results, tasks):
             _note(args).print(f"recorded the gold runs' times (gold_seconds) in {escape(str(path))}")
+    if args.record_flaky or args.record_gold_seconds:  # the rows changed as validated: kept under their new keys
+        fresh = {t.source: t for t in load_tasks(args.taskset)}
+        for r, t in zip(results, tasks):
+            if t.source in fresh:
+                store(fresh[t.source], r, backend=args.sandbox)
     return 1 if bad else 0
 
 
@@ -120,9 +131,11 @@ def _validation_row(r: Any, t: Any) -> dict[str, Any]:
                       for x in t.FAIL_TO_PASS)
     p2p_passing = sum(counts_as_passing(r.base.tests.get(x, ""), False, t.swebench_semantics)
                       for x in t.PASS_TO_PASS)
+    counted = r.base.status != "no_verdict"  # a run with no verdict failed no test: say why instead
+    unknown = f"base: no verdict: {r.base.reason}"
     return {"task_id": r.task_id, "valid": r.valid, "problems": r.problems,
-            "F2P_fail_at_base": f"{f2p_failing}/{len(t.FAIL_TO_PASS)}",
-            "P2P_pass_at_base": f"{p2p_passing}/{len(t.PASS_TO_PASS)}",
+            "F2P_fail_at_base": f"{f2p_failing}/{len(t.FAIL_TO_PASS)}" if counted else unknown,
+            "P2P_pass_at_base": f"{p2p_passing}/{len(t.PASS_TO_PASS)}" if counted else unknown,
             "base": r.base.status, "gold": r.gold.status, "gold_seconds": r.gold_seconds, "flaky": r.flaky,
             "trust": list(t.trust)}
 
@@ -226,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     from deepgym_envs.synth.cli import add_taskset_parsers
 
     add_taskset_parsers(tasks)
-    from deepgym_envs.swebench_cli import add_swebench_parsers
+    from deepgym_envs.swebench_cli import NO_VALIDATE_HELP, add_swebench_parsers
 
     add_swebench_parsers(tasks, sub)
 
@@ -239,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=("thread", "ray"), default="thread",
                    help="'ray': grade on the Ray cluster in $RAY_ADDRESS (else a local Ray instance)")
     p.add_argument("--out", default=None, help="write one verdict per line (JSONL) here")
+    p.add_argument("--no-validate-first", action="store_true", help=NO_VALIDATE_HELP)
     p.set_defaults(func=_batch)
 
     p = sub.add_parser("eval", help="run an agent over a task set and report verdicts")
@@ -252,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only tasks whose id matches, e.g. 'deepgym__cronparse-*' (repeatable, or comma-separated)")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0 = all)")
     p.add_argument("--json", action="store_true", help="print the results JSON (as --out writes it) instead of a table")
+    p.add_argument("--no-validate-first", action="store_true", help=NO_VALIDATE_HELP)
     from deepgym_envs.plugins import agent_providers, command_adders
 
     for provider in agent_providers():
@@ -287,6 +302,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.allow_repo_path_outside:  # read by every loader, Ray's driver-side one included
         os.environ[ALLOW_OUTSIDE_ENV] = "1"
+    if getattr(args, "no_validate_first", False):  # read by every grading path, Ray's workers' too
+        from deepgym_envs.gate import GATE_ENV
+
+        os.environ[GATE_ENV] = "0"
     try:
         return args.func(args)
     except DeepgymError as exc:

@@ -31,6 +31,7 @@ import gymnasium as gym
 
 from deepgym_envs.actions import parse_action
 from deepgym_envs.errors import DeepgymError, InfrastructureError, ToolError, agent_shaped
+from deepgym_envs.gate import gate
 from deepgym_envs.grading import GRADING_TIMEOUT, VERDICTS, Verdict, grade_sandbox, workspace_patch
 from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.defaults import MAX_STEPS
@@ -113,7 +114,7 @@ class SWEEnv(gym.Env[str, str]):
     def __init__(self, tasks: str | Path | list[Task] = "builtin", *, task_id: str | None = None,
                  toolset: str = "default", max_steps: int = MAX_STEPS, reward: RewardConfig | str = RewardConfig(),
                  sandbox: SandboxConfig | str | None = None, record_timing: bool = False,
-                 render_mode: str | None = None) -> None:
+                 render_mode: str | None = None, validate_first: bool | None = None) -> None:
         """
         Args:
             tasks: ``"builtin"``, a SWE-bench-style ``.jsonl`` file or directory, or Task objects.
@@ -126,6 +127,9 @@ class SWEEnv(gym.Env[str, str]):
                 its backend name; None = the default backend.
             record_timing: add wall-clock timings to ``info["timing"]``. Off by default because
                 Gymnasium's checker requires ``info`` to be the same for the same seed and actions.
+            validate_first: an imported task that does not validate ends with ``no_verdict`` (masked,
+                the validation's reason), never a graded 0 (:mod:`deepgym_envs.gate`). None: on unless
+                ``$DEEPGYM_VALIDATE_FIRST=0``; False: grade it anyway.
         """
         _check_arguments(toolset=toolset, max_steps=max_steps, render_mode=render_mode)
         reward, sandbox = RewardConfig.of(reward), SandboxConfig.of(sandbox)
@@ -144,6 +148,7 @@ class SWEEnv(gym.Env[str, str]):
         self.rewards = RewardModel(reward)
         self.render_mode = render_mode
         self.record_timing = record_timing
+        self.validate_first = validate_first
         self._views = ViewPool() if sandbox.warm_tests else None
         self._grader = BackgroundGrader()
         """async shaping: this env's gradings in flight (a worker thread only once one is submitted)."""
@@ -177,7 +182,7 @@ class SWEEnv(gym.Env[str, str]):
             self._close_sandbox()
             self._sandbox = make_sandbox(pristine_tree(task), self.backend, self.limits, spec=sandbox_spec(task, self.backend))
             self._sandbox_task = task.instance_id
-        self._tools = Tools(self._sandbox, self.toolset, test_args=task.test_cmd,
+        self._tools = Tools(self._sandbox, self.toolset, test_args=task.pytest_args,
                             warm_tests=self.sandbox_config.warm_tests)
         self._steps, self._done, self.verdict = 0, False, None
         self._graded_patch = ""
@@ -325,9 +330,9 @@ class SWEEnv(gym.Env[str, str]):
         if infra_error:
             self.verdict = Verdict.no_verdict(infra_error)
         else:
-            self.verdict = grade_sandbox(self.task, self._sandbox, cache=VERDICTS, backend=self.backend,
-                                         limits=self.limits, timeout=self.sandbox_config.grading_timeout,
-                                         views=self._views)
+            self.verdict = gate(self.task, backend=self.backend, validate_first=self.validate_first) or grade_sandbox(
+                self.task, self._sandbox, cache=VERDICTS, backend=self.backend, limits=self.limits,
+                timeout=self.sandbox_config.grading_timeout, views=self._views)
         return self.verdict
 
     def render(self) -> str | None:

@@ -18,6 +18,7 @@ from rich.table import Table
 from deepgym_envs.defaults import MAX_STEPS
 from deepgym_envs.env import SWEEnv
 from deepgym_envs.errors import DeepgymError
+from deepgym_envs.gate import gate
 from deepgym_envs.progress import console, print_no_verdicts, print_table, progress_bar
 from deepgym_envs.sandbox import default_backend
 from deepgym_envs.tasks import Task
@@ -154,15 +155,22 @@ def run_episode(env: SWEEnv, agent: Any, task_id: str, seed: int = 0) -> Episode
 
 def evaluate(agent_name: str, make_agent: Callable[[Task], Any], tasks: list[Task], *, task_set: str = "builtin",
              backend: str | None = None, max_steps: int = MAX_STEPS, concurrency: int = 2,
-             env_kwargs: dict[str, Any] | None = None, show_progress: bool = True) -> EvalResult:
-    """Run one episode per task, ``concurrency`` at a time, each in its own environment."""
+             env_kwargs: dict[str, Any] | None = None, show_progress: bool = True,
+             validate_first: bool | None = None) -> EvalResult:
+    """Run one episode per task, ``concurrency`` at a time, each in its own environment.
+    An imported task that does not validate (:mod:`deepgym_envs.gate`) runs no episode: it is
+    ``no_verdict`` with the validation's reason. ``validate_first=False`` runs it anyway."""
     if concurrency < 1:
         raise DeepgymError("concurrency must be at least 1")
     started = time.monotonic()
 
     def one(task: Task) -> EpisodeResult:
         begun = time.monotonic()
-        env = SWEEnv(tasks, task_id=task.instance_id, sandbox=backend, max_steps=max_steps, **(env_kwargs or {}))
+        blocked = gate(task, backend=backend, validate_first=validate_first)
+        if blocked is not None:  # no agent's time spent on a task no change can resolve
+            return EpisodeResult(task.instance_id, "no_verdict", 0, 0.0, time.monotonic() - begun, 0, blocked.reason)
+        env = SWEEnv(tasks, task_id=task.instance_id, sandbox=backend, max_steps=max_steps,
+                     **{"validate_first": validate_first, **(env_kwargs or {})})
         try:
             return run_episode(env, make_agent(task), task.instance_id)
         except DeepgymError as exc:  # the harness failed (sandbox could not start, ...): not the agent's 0

@@ -437,7 +437,7 @@ def canary_pool(task: Task, *, backend: str | None = None, limits: SandboxLimits
             if not tried:
                 return tried, None, None
             files = graded_files(task, ids)
-            args = [*task.test_cmd, *grading_config_args(sb, task, tree, files), "--maxfail=0", "--tb=no", "-rf",
+            args = [*task.pytest_args, *grading_config_args(sb, task, tree, files), "--maxfail=0", "--tb=no", "-rf",
                     "-vv", *files]
             report, result = run_pytest(sb, args, timeout)
             return tried, report, result
@@ -539,7 +539,7 @@ def grade(task: Task, patch: str, *, backend: str | None = None, limits: Sandbox
                 return unresolved_all(task, f"patch does not apply: {exc}", time.monotonic() - start)
             # Every canary must run: a failing one must not stop the session (-x in a config's addopts).
             extra = ["--maxfail=0"] if planted else []
-            report, result = run_pytest(sb, [*task.test_cmd, *config, *extra, "-rA", *files], deadline,
+            report, result = run_pytest(sb, [*task.pytest_args, *config, *extra, "-rA", *files], deadline,
                                         warm=views is not None, seal=task.trust,
                                         not_tests=[p for p in task.gold_files if not is_protected(p, task)])
             report = own_xfails_only(report, xfailing)
@@ -571,6 +571,12 @@ _GOLD_LOCK = threading.Lock()
 
 
 _ENVIRONMENT_FAILS = "the environment cannot run this task's tests"
+#: What the runner says (``in_sandbox/deepgym_pytest.py``) when the project under test is pytest
+#: itself: no environment fixes that, so the advice is not "check python_env".
+_OWN_RUNNER = ("deepgym does not run a project's tests with its own pytest",
+               "deepgym does not grade a project with its own test runner")
+_OWN_RUNNER_ADVICE = ("the project is the test runner itself (pytest-dev rows): deepgym grades no project with its "
+                      "own runner, so leave these rows out of the task set (no python_env can fix them)")
 
 
 def _blame_environment(task: Task, patch: str, verdict: Verdict, **kwargs: Any) -> Verdict:
@@ -597,8 +603,10 @@ def _blame_environment(task: Task, patch: str, verdict: Verdict, **kwargs: Any) 
     if not failure.startswith(_ENVIRONMENT_FAILS):  # the gold run's own verdict says it already
         where = (f"the image {task.image}'s environment" if task.image and not task.python_env and not task.repo_path
                  else "python_env")
+        advice = (_OWN_RUNNER_ADVICE if any(m in verdict.log or m in failure for m in _OWN_RUNNER)
+                  else f"check {where}")
         failure = (f"{_ENVIRONMENT_FAILS} (the gold patch's run fails the same way): {failure}. See the log "
-                   f"(deepgym tasks validate --show-log {task.instance_id}); check {where}")
+                   f"(deepgym tasks validate --show-log {task.instance_id}); {advice}")
     masked = Verdict.no_verdict(failure, verdict.duration)
     masked.log = verdict.log
     return masked
@@ -692,11 +700,24 @@ def graded_alone(exc: Exception) -> Verdict:
 VERDICTS = VerdictCache()
 
 
+#: What pytest says of a fixture no plugin provides (validation names the package: ``mocker``).
+_NO_FIXTURE = re.compile(r"fixture '\w+' not found")
+LOG_TAIL = 8000
+
+
+def log_tail(output: str) -> str:
+    """The end of a run's output, for the verdict's log; led by the missing-fixture lines the cut
+    left out (in a large suite, ``-rA``'s summary pushes the setup errors out of the tail)."""
+    head, tail = output[:-LOG_TAIL], output[-LOG_TAIL:]
+    missing = sorted(set(_NO_FIXTURE.findall(head)) - set(_NO_FIXTURE.findall(tail)))[:20]
+    return "".join(f"E       {m}\n" for m in missing) + tail
+
+
 def judge(task: Task, report: dict[str, Any] | None, result: Any, duration: float,
           planted: list[canary_tests.Canary] | tuple[()] = (), workdir: str = "/testbed") -> Verdict:
     """Turn a test report into a verdict, cross-checking it against the process's exit status
     and the canaries ``planted`` in the run (never listed in the verdict's tests)."""
-    log = result.output[-8000:]
+    log = log_tail(result.output)
     flaky = set(task.flaky)
     f2p = [t for t in task.FAIL_TO_PASS if t not in flaky]
     p2p = [t for t in task.PASS_TO_PASS if t not in flaky]

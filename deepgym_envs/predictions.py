@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgym_envs.errors import TaskFormatError
+from deepgym_envs.gate import gate
 from deepgym_envs.grading import GRADING_TIMEOUT, Verdict, counts_as_passing, grade
 from deepgym_envs.progress import progress_bar
 from deepgym_envs.tasks import Task
@@ -86,8 +87,15 @@ def instance_report(task: Task, prediction: Prediction, verdict: Verdict | None)
 
 def grade_predictions(predictions: list[Prediction], tasks: list[Task], *, workers: int = 2,
                       backend: str | None = None, timeout: float = GRADING_TIMEOUT,
-                      show_progress: bool = False) -> dict[str, Any]:
-    """Grade each prediction against its own instance; the run report (see the module docstring)."""
+                      show_progress: bool = False, validate_first: bool | None = None) -> dict[str, Any]:
+    """Grade each prediction against its own instance; the run report (see the module docstring).
+    An imported instance that does not validate is an error (``no_verdict``, the validation's
+    reason), never unresolved (:mod:`deepgym_envs.gate`; ``validate_first=False`` grades anyway)."""
+
+    def graded(task: Task, patch: str) -> Verdict:
+        return gate(task, backend=backend, validate_first=validate_first) or grade(
+            task, patch, backend=backend, timeout=timeout)
+
     by_id = {t.instance_id: t for t in tasks}
     errors: dict[str, str] = {}
     todo: list[tuple[Prediction, Task]] = []
@@ -106,8 +114,7 @@ def grade_predictions(predictions: list[Prediction], tasks: list[Task], *, worke
             todo.append((pred, by_id[pred.instance_id]))
     with progress_bar("grade", len(todo), enabled=show_progress) as advance, \
             ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(grade, task, pred.model_patch or "", backend=backend, timeout=timeout)
-                   for pred, task in todo]
+        futures = [pool.submit(graded, task, pred.model_patch or "") for pred, task in todo]
         verdicts = []
         for (pred, _), fut in zip(todo, futures):
             verdicts.append(fut.result())

@@ -50,8 +50,9 @@ def fail_without_verdicts(episodes: Any, note: Console) -> int:
     """The exit status of an evaluation: 1 when no episode got a verdict (the run says nothing)."""
     episodes = list(episodes)
     if episodes and all(e.status == "no_verdict" for e in episodes):
-        note.print("[red]error:[/] no episode got a verdict: the harness failed on every task (each "
-                   "episode's reason is given); the run says nothing about the agent", soft_wrap=True)
+        note.print("[red]error:[/] no episode got a verdict: the harness failed, or the task does not validate, "
+                   "on every task (each episode's reason is given); the run says nothing about the agent",
+                   soft_wrap=True)
         return 1
     return 0
 

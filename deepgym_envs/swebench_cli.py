@@ -18,6 +18,10 @@ from rich.table import Table
 
 from deepgym_envs.progress import console, print_json, print_table
 
+#: ``--no-validate-first`` (grade-predictions, batch, eval): sets ``$DEEPGYM_VALIDATE_FIRST=0``.
+NO_VALIDATE_HELP = ("grade imported tasks even if they do not validate (default: an invalid task is no_verdict "
+                    "with the validation's reason; validations are cached under $DEEPGYM_CACHE/validity)")
+
 
 def _tasks_import(args: argparse.Namespace) -> int:
     from deepgym_envs.swebench_import import TASKS_FILE, import_rows
@@ -122,4 +126,5 @@ def add_swebench_parsers(tasks: Any, sub: Any) -> None:
     p.add_argument("--run-id", default="run", help="names the report file: deepgym.RUN_ID.json")
     p.add_argument("--out", default=None, help="where to write the report (default: deepgym.RUN_ID.json)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    p.add_argument("--no-validate-first", action="store_true", help=NO_VALIDATE_HELP)
     p.set_defaults(func=_grade_predictions)

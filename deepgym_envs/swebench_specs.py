@@ -13,6 +13,8 @@ that are pure Python (or close to it), so a row imports with no hand edits
   installed, so a fix takes effect at once: this is our install step, and why only projects
   whose import needs no build (no compiled extension, no generated version file) are listed;
 * ``test_cmd`` — extra pytest arguments; the test files come from the row's ``test_patch``;
+* ``plugins`` — pytest plugins the tests use (``pytest_mock``), loaded with ``-p`` (autoloading is
+  off: :mod:`deepgym_envs.testplugins`) and so written into the row's ``test_cmd``;
 * ``parser`` — how the row's test ids name tests: ``pytest`` is SWE-bench's ``parse_log_pytest``
   (ids cut at the first space, as its log lines are split; an absolute-path parameter cut to its
   last component, as ``parse_log_pytest_options`` does for requests, pydicom and pylint);
@@ -76,6 +78,8 @@ class RepoSpec:
     notes: str = ""
     environ: tuple[tuple[str, str], ...] = ()
     """Variables the official harness sets for the tests (``SYMPY_USE_CACHE=no``: bin/test -C)."""
+    plugins: tuple[str, ...] = ()
+    """pytest plugin modules the tests need (``pytest_mock``); ``test_cmd`` loads each with ``-p``."""
 
     def python_env(self, host_python: str) -> dict[str, Any]:
         """The row's ``python_env`` field for this spec."""
@@ -97,6 +101,7 @@ class _Line:
     extra: dict[str, tuple[str, ...]] = field(default_factory=dict)
     parser: str = "pytest"
     environ: tuple[tuple[str, str], ...] = ()
+    plugins: tuple[str, ...] = ()
 
 
 def _v(*names: str) -> tuple[str, ...]:
@@ -191,8 +196,10 @@ _TABLE: dict[str, list[_Line]] = {
     ],
     "pvlib/pvlib-python": [
         _Line(_v("0.8", "0.9"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
-                                        "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2"),
-              notes="its conftest imports pkg_resources (setuptools)"),
+                                        "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
+                                        "pytest-mock==3.14.0"),
+              plugins=("pytest_mock",),
+              notes="its conftest imports pkg_resources (setuptools); its tests use pytest-mock's mocker"),
     ],
 }
 
@@ -212,7 +219,8 @@ def spec_for(repo: str, version: str, *, has_src: bool = False) -> RepoSpec:
     for line in _TABLE.get(repo, []):
         if version in line.versions:
             reqs = line.extra.get(version, line.requirements)
+            loads = tuple(arg for module in line.plugins for arg in ("-p", module))
             return RepoSpec(key=f"{repo}@{version}", python=line.python, requirements=reqs,
-                            pythonpath=line.pythonpath, test_cmd=line.test_cmd, parser=line.parser,
-                            notes=line.notes, environ=line.environ)
+                            pythonpath=line.pythonpath, test_cmd=(*loads, *line.test_cmd), parser=line.parser,
+                            notes=line.notes, environ=line.environ, plugins=line.plugins)
     return RepoSpec(key="generic", requirements=(), pythonpath=("src",) if has_src else (".",), notes=GENERIC.notes)

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from deepgym_envs.envspec import PythonEnv
 from deepgym_envs.errors import TaskFormatError, UnknownTaskError
 from deepgym_envs.hfdata import dataset_rows, is_dataset  # pyarrow and datasets are imported only to read one
+from deepgym_envs.testplugins import plugin_args
 
 #: Fields a row must have (SWE-bench's own required set, minus what local repositories lack).
 REQUIRED = ("instance_id", "problem_statement", "FAIL_TO_PASS")
@@ -91,6 +92,22 @@ class Task:
         if self.harness:
             return self.harness == "swebench"
         return bool(self.environment_setup_commit)
+
+    @property
+    def imported(self) -> bool:
+        """A row from a published set (``harness`` set by ``deepgym tasks import``, or SWE-bench's
+        ``environment_setup_commit``), not a built-in or synthesised task: its environment is the
+        official harness's, and it is graded only once it validates (:mod:`deepgym_envs.gate`)."""
+        return bool(self.harness or self.environment_setup_commit)
+
+    @property
+    def pytest_args(self) -> list[str]:
+        """The extra pytest arguments every run of this task's tests gets: ``test_cmd``, after, for an
+        imported row, ``-p MODULE`` for each well-known test plugin its ``python_env`` installs (the
+        official harness autoloads them; deepgym never does: :mod:`deepgym_envs.testplugins`). The
+        built-in and synthesised sets were validated without them and stay so."""
+        requirements = self.python_env.get("requirements") or [] if self.imported else []
+        return [*plugin_args(requirements, self.test_cmd), *self.test_cmd]
 
     @property
     def gold_files(self) -> list[str]:

@@ -38,6 +38,7 @@ from deepgym_envs.pyenv import sandbox_spec
 from deepgym_envs.sandbox import make_sandbox
 from deepgym_envs.selection import TestMap, build_map, map_key, save_maps, sidecar
 from deepgym_envs.tasks import TRUST_CAPABILITIES, Task
+from deepgym_envs.testplugins import KNOWN, fixture_provider, named_plugins
 from deepgym_envs.testrun.trace import trace_tests
 from deepgym_envs.trees import pristine_tree
 
@@ -76,7 +77,7 @@ def validate_task(task: Task, *, backend: str | None = None, runs: int = 1, reco
     problems: list[str] = []
     for name, verdict in (("base", base), ("gold", gold)):
         if verdict.status == "no_verdict":
-            problems.append(f"{name}: no verdict ({verdict.reason})")
+            problems.append(f"{name}: no verdict: {verdict.reason}")
     if not problems:
         excluded = set(task.flaky)
         swe = task.swebench_semantics
@@ -96,6 +97,9 @@ def validate_task(task: Task, *, backend: str | None = None, runs: int = 1, reco
         late = deadline_problem(dataclasses.replace(task, gold_seconds=measured) if retime else task, measured)
         if late:
             problems.append(late)
+    missing = missing_fixtures(task, base, gold) if problems else ""
+    if missing:  # the cause, first: what the other problems follow from
+        problems.insert(0, missing)
     needed = sealed_out(base, gold) if problems else []
     if needed:
         problems.append(f"the seal refused what the task's own tests use: {', '.join(needed)}; after "
@@ -125,6 +129,38 @@ def deadline_problem(task: Task, measured: float, timeout: float = GRADING_TIMEO
     return ""
 
 
+_NO_FIXTURE = re.compile(r"fixture '(\w+)' not found")
+
+
+def missing_fixtures(task: Task, *verdicts: Verdict) -> str:
+    """What to do about fixtures the runs could not find ("fixture 'mocker' not found" at setup),
+    naming the package and plugin that provide each where it is a well-known one; "" for none."""
+    names = sorted({m.group(1) for v in verdicts for m in _NO_FIXTURE.finditer(v.log or "")})
+    if not names:
+        return ""
+    advice = []
+    for name in names:
+        found = fixture_provider(name)
+        if found is None:
+            advice.append(f"fixture {name!r} not found: install the package that provides it (python_env "
+                          "requirements) and load its plugin (test_cmd: -p MODULE)")
+            continue
+        package, module = found
+        installed = any(re.match(rf"{re.escape(package)}\s*(\[|==|;|$)", r, re.I)
+                        for r in task.python_env.get("requirements") or [])
+        if not installed:
+            load = (f"its plugin {module} is then loaded" if task.imported and module in KNOWN.values()
+                    else f"and add \"-p\", \"{module}\" to test_cmd")
+            advice.append(f"fixture {name!r} not found: it comes from {package}, which this task's environment "
+                          f"does not install: add {package}==VERSION to python_env's requirements ({load})")
+        elif module in named_plugins(task.pytest_args):
+            advice.append(f"fixture {name!r} not found although {package}'s plugin {module} is loaded: see the log")
+        else:
+            advice.append(f"fixture {name!r} not found: {package} is installed but its plugin is not loaded "
+                          f"(autoloading is off): add \"-p\", \"{module}\" to test_cmd")
+    return "; ".join(advice)
+
+
 _REFUSED = re.compile(r"refused to the code under test during grading \(capability '(\w+)'")
 
 
@@ -146,7 +182,7 @@ def record_test_map(task: Task, base: Verdict, *, backend: str | None = None,
         prepare_grading_view(sb, task, tree, "")
         files = graded_files(task, ids)
         config = grading_config_args(sb, task, tree, files)
-        trace = trace_tests(sb, [*task.test_cmd, *config, *files], ids, timeout)
+        trace = trace_tests(sb, [*task.pytest_args, *config, *files], ids, timeout)
 
         def read(path: str) -> bytes | None:
             try:

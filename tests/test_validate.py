@@ -75,3 +75,24 @@ def test_a_gold_run_too_close_to_its_deadline_makes_the_task_invalid(toy_task, m
     _timed(toy_task, monkeypatch, 400.0)
     result = validate.validate_task(toy_task, retime=True)
     assert not result.valid and any("900s grading timeout" in p for p in result.problems)
+
+
+def test_a_base_run_with_no_verdict_is_said_as_such_not_counted_as_failing_tests(toy_task):
+    """``F2P_fail_at_base: 1/1`` read as "the bug is there" when the base run never ran a test."""
+    from deepgym_envs.cli import _validation_row
+
+    result = validate.TaskValidation(toy_task.instance_id, False, ["base: no verdict: the sandbox died"],
+                                     Verdict.no_verdict("the sandbox died"), Verdict("resolved"))
+    row = _validation_row(result, toy_task)
+    assert row["F2P_fail_at_base"] == "base: no verdict: the sandbox died" == row["P2P_pass_at_base"]
+
+
+def test_a_project_that_is_its_own_test_runner_gets_advice_that_can_fix_it(toy_task):
+    """pytest-dev rows: no python_env can fix them, so the advice is not "check python_env"."""
+    from deepgym_envs.grading import _blame_environment
+
+    log = ("deepgym: pytest or pluggy loads from the repository under test (its project is pytest itself); "
+           "deepgym does not grade a project with its own test runner\n")
+    verdict = _blame_environment(toy_task, toy_task.patch, Verdict("unresolved", reason="no report", log=log))
+    assert verdict.status == "no_verdict" and "check python_env" not in verdict.reason
+    assert "leave these rows out" in verdict.reason, verdict.reason

@@ -67,7 +67,7 @@ def exit_code_verifier(task: Task, patch: str, *, backend: str | None = None, ti
             except ToolError as exc:
                 return Verdict("unresolved", reason=f"patch does not apply: {exc}", duration=time.monotonic() - start)
             files = test_files([*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
-            result = sb.exec(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.test_cmd, *files],
+            result = sb.exec(["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *task.pytest_args, *files],
                              timeout)
     except (InfrastructureError, SandboxUnavailable) as exc:
         return Verdict.no_verdict(str(exc), time.monotonic() - start)

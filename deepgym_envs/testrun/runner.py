@@ -19,7 +19,8 @@ from deepgym_envs.testrun.warm import warm_runner
 RUNNER = "deepgym_pytest.py"
 #: Plugins are not auto-loaded from installed packages: it is faster (pytest-benchmark alone costs
 #: seconds here) and nothing the agent plants can register itself. Tasks that need a plugin name
-#: it in their test_cmd (``-p NAME``).
+#: it in their test_cmd (``-p NAME``); imported rows name those their environment installs
+#: (``Task.pytest_args``, :mod:`deepgym_envs.testplugins`).
 PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
