@@ -53,7 +53,7 @@ from deepgym_envs.envspec import PythonEnv, check_requirement
 from deepgym_envs.errors import InfrastructureError
 from deepgym_envs.sandbox.base import WORKDIR
 from deepgym_envs.sandbox import pipfetch
-from deepgym_envs.sandbox.build import BuildSandbox, pip_argv
+from deepgym_envs.sandbox.build import BuildSandbox, base_python, pip_argv, pip_refusal
 from deepgym_envs.sandbox.spec import SandboxSpec
 from deepgym_envs.trees import cache_root
 
@@ -103,7 +103,7 @@ def ensure_env(env: PythonEnv) -> Path | None:
             with BuildSandbox(writable=[(str(build), str(dest))], readonly=python_binds(base)) as sb:
                 make_venv(sb, str(dest), base)
                 if requirements:
-                    pip_install(sb, str(dest), ["--prefer-binary", *requirements])
+                    pip_install(sb, str(dest), ["--prefer-binary", *requirements], python=base)
             finish_env(build, env, _version_of(base))
             os.rename(build, dest)
         finally:
@@ -112,7 +112,7 @@ def ensure_env(env: PythonEnv) -> Path | None:
 
 
 def _python_for(env: PythonEnv) -> str:
-    return find_python(env.python) if _wants_other_python(env) else _base_python()
+    return find_python(env.python) if _wants_other_python(env) else base_python()
 
 
 def env_prefix(env: PythonEnv) -> Path:
@@ -139,7 +139,7 @@ def find_python(version: str) -> str:
     if not _VERSION.fullmatch(version or ""):
         raise InfrastructureError(f"python_env.python {version!r}: expected a version such as '3.9'")
     if version == host_version():
-        return _base_python()
+        return base_python()
     found = _installed_python(version)
     tried = ""
     if found is None and shutil.which("uv") and not os.environ.get("DEEPGYM_NO_PYTHON_INSTALL"):
@@ -204,14 +204,14 @@ def _version_sort_key(path: Path) -> tuple[int, ...]:
 def _version_of(python: str) -> str:
     """``X.Y`` of an interpreter found by :func:`find_python` (from its file name, never by running it)."""
     name = os.path.basename(python)
-    if name == os.path.basename(_base_python()) or python == sys.executable:
+    if name == os.path.basename(base_python()) or python == sys.executable:
         return host_version()
     return name.removeprefix("python")
 
 
 def python_binds(python: str) -> list[str]:
     """Host directories a sandbox must see for this interpreter to run: its installation."""
-    if python == _base_python():
+    if python == base_python():
         return []  # deepgym's own Python is bound into every sandbox already
     return [os.path.dirname(os.path.dirname(os.path.realpath(python)))]
 
@@ -267,33 +267,36 @@ def _write_new(root: Path, parts: tuple[str, ...], text: str) -> None:
 
 def create_venv(dest: Path) -> None:
     """An empty virtual environment of this interpreter, made on the host (it runs no package code)."""
-    _run([_base_python(), "-I", "-m", "venv", "--without-pip", str(dest)],
+    _run([base_python(), "-I", "-m", "venv", "--without-pip", str(dest)],
          what=f"creating a virtual environment at {dest}")
 
 
 def make_venv(sb: BuildSandbox, prefix: str, python: str | None = None) -> None:
     """An empty virtual environment at ``prefix`` (a writable directory of ``sb``), made inside
     by ``python`` (default: the interpreter behind deepgym's own)."""
-    _check(sb.exec([python or _base_python(), "-I", "-m", "venv", "--without-pip", prefix]),
+    _check(sb.exec([python or base_python(), "-I", "-m", "venv", "--without-pip", prefix]),
            f"creating a virtual environment at {prefix}")
 
 
-def pip_install(sb: BuildSandbox, prefix: str, args: list[str], *, timeout: float = BUILD_TIMEOUT) -> None:
-    """``pip install ARGS`` into the environment at ``prefix``, inside the offline build sandbox
-    ``sb``, from what fetch steps download (:mod:`deepgym_envs.sandbox.pipfetch`: the step that
-    may run a package's build backend never holds the index credentials)."""
-    _check(pipfetch.install(sb, f"{prefix}/bin/python", args, timeout=timeout), "pip install")
+def pip_install(sb: BuildSandbox, prefix: str, args: list[str], *, timeout: float = BUILD_TIMEOUT,
+                python: str | None = None) -> None:
+    """``pip install ARGS`` into the environment at ``prefix`` (made by :func:`make_venv` from
+    ``python``), inside the offline build sandbox ``sb``, from what fetch steps download
+    (:mod:`deepgym_envs.sandbox.pipfetch`: the step that may run a package's build backend never
+    holds the index credentials). The pip that runs is ``python``'s own
+    (:func:`~deepgym_envs.sandbox.build.pip_argv`)."""
+    _check(pipfetch.install(sb, f"{prefix}/bin/python", args, timeout=timeout, interpreter=python), "pip install")
 
 
-def pip_uninstall(sb: BuildSandbox, prefix: str, name: str) -> None:
+def pip_uninstall(sb: BuildSandbox, prefix: str, name: str, *, python: str | None = None) -> None:
     """Remove ``name`` from the environment; not an error when it is not there."""
-    sb.exec(pip_argv(["uninstall", "-y", "-q", name], python=f"{prefix}/bin/python"), timeout=300)
+    sb.exec(pip_argv(["uninstall", "-y", "-q", name], python=f"{prefix}/bin/python", interpreter=python), timeout=300)
 
 
-def pip_freeze(sb: BuildSandbox, prefix: str) -> list[str]:
+def pip_freeze(sb: BuildSandbox, prefix: str, *, python: str | None = None) -> list[str]:
     """The environment's packages, pinned; local builds (``name @ file://``) are left out. What
     comes back was written by the packages themselves: :func:`check_requirement` it before use."""
-    result = sb.exec(pip_argv(["freeze", "--all"], python=f"{prefix}/bin/python"), timeout=300)
+    result = sb.exec(pip_argv(["freeze", "--all"], python=f"{prefix}/bin/python", interpreter=python), timeout=300)
     _check(result, "pip freeze")
     return [line.strip() for line in result.stdout.splitlines()
             if line.strip() and not line.startswith(("#", "-e ")) and " @ " not in line
@@ -320,18 +323,13 @@ def sandbox_spec(task: Any, backend: str | None = None) -> SandboxSpec:
     return sandbox_spec_for(PythonEnv.from_dict(raw), backend) if raw else SandboxSpec()
 
 
-def _base_python() -> str:
-    """The interpreter behind this one: a venv made from a venv's python chains to it anyway."""
-    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    candidate = os.path.join(sys.base_prefix, "bin", name)
-    return candidate if os.path.exists(candidate) else sys.executable
-
-
 def _check(result: Any, what: str) -> None:
     if result.timed_out:
         raise InfrastructureError(f"{what} took longer than {result.duration:.0f}s")
     if result.exit_code != 0:
-        raise InfrastructureError(f"{what} failed: {(result.stderr or result.stdout).strip()[-1500:]}")
+        output = (result.stderr or result.stdout).strip()
+        refusal = pip_refusal(output, "this environment's Python")
+        raise InfrastructureError(f"{what} failed: {refusal or output[-1500:]}")
 
 
 def _run(argv: list[str], *, what: str, timeout: float = BUILD_TIMEOUT) -> str:

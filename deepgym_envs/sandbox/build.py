@@ -242,11 +242,70 @@ def offline_env(downloads: str) -> dict[str, str]:
             "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
 
 
-def pip_argv(args: list[str], *, python: str | None = None) -> list[str]:
-    """The argv of ``pip ARGS`` inside a build sandbox: this interpreter's pip, driving ``python``
-    (an environment's interpreter, which then runs pip, inside) when given."""
-    target = ["--python", python] if python else []
-    return [sys.executable, "-m", "pip", *target, *args]
+def pip_argv(args: list[str], *, python: str | None = None, interpreter: str | None = None) -> list[str]:
+    """The argv of ``pip ARGS`` inside a build sandbox.
+
+    Without ``python``: this interpreter's pip (a fetch step's, which only downloads). With it (an
+    environment's interpreter): the pip that ``interpreter``, the installation the environment was
+    made from (default: the one behind this one), ships for ``ensurepip``, run by ``python`` from its
+    wheel: a pip that supports that Python by construction (the host's newest pip refuses
+    ``--python`` targets older than its own floor: pip 26 drives nothing below 3.10), and that is
+    never installed into the environment. An installation without such a wheel falls back to this
+    interpreter's pip with ``--python`` (:func:`pip_refusal` names the fix when it refuses).
+    """
+    if not python:
+        return [sys.executable, "-m", "pip", *args]
+    wheel = bundled_pip(interpreter or base_python())
+    if wheel is not None:
+        return [python, "-I", os.path.join(wheel, "pip"), *args]
+    return [sys.executable, "-m", "pip", "--python", python, *args]
+
+
+def base_python() -> str:
+    """The interpreter behind this one: a venv made from a venv's python chains to it anyway."""
+    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidate = os.path.join(sys.base_prefix, "bin", name)
+    return candidate if os.path.exists(candidate) else sys.executable
+
+
+#: Where Debian keeps the wheels its ``python3-venv`` gives ``ensurepip`` (its own ``_bundled`` is empty).
+_SYSTEM_WHEELS = "/usr/share/python-wheels"
+
+
+def bundled_pip(interpreter: str) -> str | None:
+    """The newest pip wheel ``interpreter``'s installation ships for ``ensurepip``, or None.
+
+    Found by listing files, never by running the interpreter; the installation is one a build
+    sandbox binds read-only (:func:`deepgym_envs.pyenv.python_binds`), so the path is the same inside.
+    """
+    real = os.path.realpath(interpreter)
+    home = os.path.dirname(os.path.dirname(real))
+    name = os.path.basename(real)
+    folders = [os.path.join(home, "lib", name, "ensurepip", "_bundled")] if name.startswith("python") else []
+    if home == "/usr":
+        folders.append(_SYSTEM_WHEELS)
+    found = []
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        found += [os.path.join(folder, n) for n in names if n.startswith("pip-") and n.endswith(".whl")]
+    return max(found, key=_wheel_version, default=None)
+
+
+def _wheel_version(path: str) -> tuple[int, ...]:
+    version = os.path.basename(path).split("-")[1]
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+
+
+def pip_refusal(output: str, python: str) -> str:
+    """One line naming the fix when ``output`` is pip refusing to drive ``python``'s version, else ``""``."""
+    if "does not support python" not in output:
+        return ""
+    return (f"the host's pip refuses {python} and its installation ships no pip wheel for ensurepip: "
+            "reinstall that Python with ensurepip (pyenv and uv do), or run deepgym from an environment "
+            "with `pip install 'pip<26'`")
 
 
 @dataclass(frozen=True)

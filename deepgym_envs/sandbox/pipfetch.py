@@ -77,10 +77,12 @@ def fetch_sdist(dest: str, requirement: str, *, timeout: float = 300) -> ExecRes
         return sb.exec([sys.executable, "-I", "-c", _SCRIPT(), dest, "--sdist", requirement], timeout=timeout)
 
 
-def install(sb: BuildSandbox, python: str, args: list[str], *, timeout: float = 900) -> ExecResult:
+def install(sb: BuildSandbox, python: str, args: list[str], *, timeout: float = 900,
+            interpreter: str | None = None) -> ExecResult:
     """``pip install ARGS`` into ``python``'s environment, in ``sb`` (an offline build sandbox),
     from what fetch steps download: the plain requirements among ``args`` first, then each
-    distribution a round's build reports missing."""
+    distribution a round's build reports missing. The pip is the one ``interpreter`` (the
+    installation the environment was made from) ships (:func:`~.build.pip_argv`)."""
     version = _python_version(sb, python)
     fetched: set[str] = set()
     todo = list(dict.fromkeys(requirement_names(args) + listed_requirements(args)))
@@ -95,7 +97,8 @@ def install(sb: BuildSandbox, python: str, args: list[str], *, timeout: float = 
             complaints.append(fetch(batch, todo, python_version=version))
             fetched.update(todo)
         links = [f"--find-links={os.path.join(sb.downloads, d)}" for d in sorted(os.listdir(sb.downloads))]
-        result = sb.exec(pip_argv(["install", "--no-input", "-q", *links, *args], python=python), timeout=timeout)
+        result = sb.exec(pip_argv(["install", "--no-input", "-q", *links, *args], python=python,
+                                    interpreter=interpreter), timeout=timeout)
         if result.exit_code == 0 or result.timed_out:
             return result
         todo = [m for m in missing_requirements(result.output) if m not in fetched]
