@@ -57,6 +57,7 @@ from deepgym_envs.gitrepo import copy_tracked, git_env, init_repo, run_git, safe
 from deepgym_envs.hfdata import dataset_rows, is_dataset
 from deepgym_envs.image_trees import image_task_tree, swebench_image_names
 from deepgym_envs import swesmith_import
+from deepgym_envs.swebench_envs import EnvOverrides, choose_python_env, load_env_overrides
 from deepgym_envs.swebench_ids import translate
 from deepgym_envs.swebench_specs import spec_for
 from deepgym_envs.tasks import files_of_test_patch, patch_paths, task_from_row
@@ -113,12 +114,15 @@ def read_rows(source: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
 
 
 def import_rows(source: str | Path, out: str | Path, repos: str | Path | None = None, *, workers: int = 4,
-                host_python: str = "", images: bool = False, pull: bool = False) -> ImportReport:
+                host_python: str = "", images: bool = False, pull: bool = False,
+                env_overrides: str | Path | None = None) -> ImportReport:
     """Import every row of ``source`` into the task set ``out`` (see the module's docstring).
 
     ``repos`` is a directory of mirrors, or a URL template holding ``{repo}`` to clone them from;
     with ``images``, rows whose SWE-bench instance image is on the docker engine (pulled with
-    ``pull``) run in it, and ``repos`` (optional then) serves the others.
+    ``pull``) run in it, and ``repos`` (optional then) serves the others. ``env_overrides``: a JSON
+    file of ``python_env`` objects by instance id, ``owner/name@version`` or ``owner/name``, which win
+    over the spec table (a row's own ``python_env`` wins over both: :mod:`deepgym_envs.swebench_envs`).
     """
     import sys
 
@@ -134,11 +138,12 @@ def import_rows(source: str | Path, out: str | Path, repos: str | Path | None = 
     elif repos is not None:
         where = Path(repos).expanduser().resolve()
     finder = InstanceImages(pull) if images else None
+    overrides = load_env_overrides(env_overrides) if env_overrides is not None else None
     rows = list(read_rows(source))
     report = ImportReport(out)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda r: _import_one(*r, out=out, repos=where, host_python=host_python,
-                                                      images=finder), rows))
+                                                      images=finder, overrides=overrides), rows))
     seen: set[str] = set()
     lines = []
     for (result, row) in results:
@@ -154,19 +159,23 @@ def import_rows(source: str | Path, out: str | Path, repos: str | Path | None = 
 
 
 def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: Path | CloneCache | None,
-                host_python: str, images: InstanceImages | None = None) -> tuple[ImportedRow, dict[str, Any]]:
+                host_python: str, images: InstanceImages | None = None,
+                overrides: EnvOverrides | None = None) -> tuple[ImportedRow, dict[str, Any]]:
     instance_id = str(row.get("instance_id") or f"{file}:{line}")
     if "__error__" in row:
         return ImportedRow(instance_id, "error", reason=f"{file}:{line}: {row['__error__']}"), row
     try:
         if swesmith_import.is_swesmith_row(row):  # a synthesised bug in a real commit: another shape
+            published = row
             spec_key, reason, row = swesmith_import.import_row(
                 row, file=file, line=line, out=out, host_python=host_python, mirror_of=partial(_mirror_of, repos),
                 fetch=fetch_commit)
-            return ImportedRow(instance_id, "imported", spec_key, reason), row
+            row["python_env"], note = choose_python_env(published, row["python_env"], overrides, file, line)
+            return ImportedRow(instance_id, "imported", spec_key, "; ".join(x for x in (note, reason) if x)), row
         for name in ("repo", "base_commit"):
             if not isinstance(row.get(name), str) or not row[name]:
                 raise TaskFormatError(file, line, name, "missing: a SWE-bench row names its repository and base commit")
+        published = row
         row = {k: v for k, v in row.items() if k not in ("repo_path", "python_env", "test_cmd", "harness")}
         task_from_row(row, path=file, line=line)  # the row's own fields, checked as the loader will
         dest_name = safe_name(instance_id)
@@ -182,9 +191,10 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
             mirror = find_mirror(repos, row["repo"])
         has_src = fetch_commit(mirror, row["base_commit"], out / "repos" / dest_name, origin)
         spec = spec_for(row["repo"], str(row.get("version") or ""), has_src=has_src)
-        row.update(repo_path=f"repos/{dest_name}", python_env=spec.python_env(host_python),
+        env, note = choose_python_env(published, spec.python_env(host_python), overrides, file, line)
+        row.update(repo_path=f"repos/{dest_name}", python_env=env,
                    test_cmd=list(spec.test_cmd), harness="swebench", deepgym_spec=spec.key)
-        reason = "" if spec.key != "generic" else (
+        reason = note if note or spec.key != "generic" else (
             f"{row['repo']} version {row.get('version')!r} is not in deepgym's spec table: the generic spec "
             "(deepgym's Python, pytest only) is used; if its tests need packages, set python_env in the row")
         if spec.parser != "pytest":
