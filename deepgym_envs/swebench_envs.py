@@ -6,7 +6,9 @@ override of ``requirements`` alone keeps the spec's ``python`` and ``pythonpath`
 1. the row's own ``python_env`` (hand-edited rows: the README's "set python_env in the row");
 2. ``--env-overrides FILE``, a JSON object whose keys are an ``instance_id``, ``owner/name@version``
    or ``owner/name`` (tried in that order) and whose values are ``python_env`` objects;
-3. the spec table (:mod:`deepgym_envs.swebench_specs`).
+3. the spec table (:mod:`deepgym_envs.swebench_specs`), with ``install_project`` on: the project is
+   installed into its environment as the official harness's ``pip install -e .`` does
+   (:func:`deepgym_envs.pyenv.ensure_project`), unless a row or override says ``false``.
 
 Rows and override files are untrusted alike: the result is checked as a task's ``python_env`` is
 (:meth:`~deepgym_envs.envspec.PythonEnv.from_dict`: pinned requirements, no URLs, paths or options).
@@ -14,18 +16,23 @@ Rows and override files are untrusted alike: the result is checked as a task's `
 >>> overrides = EnvOverrides({"psf/requests": {"requirements": ["pytest==7.4.4"]}}, "o.json")
 >>> env, note = choose_python_env({"instance_id": "psf__requests-1", "repo": "psf/requests", "version": "2.0"},
 ...                               {"requirements": [], "pythonpath": ["."], "python": "3.9"}, overrides, "rows", 1)
->>> env["requirements"], env["python"], note
-(['pytest==7.4.4'], '3.9', 'python_env from o.json (psf/requests)')
+>>> env["requirements"], env["python"], env["install_project"], note
+(['pytest==7.4.4'], '3.9', True, 'python_env from o.json (psf/requests)')
 """
 
 from __future__ import annotations
 
+import ast
+import configparser
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from deepgym_envs.envspec import PythonEnv
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from deepgym_envs.envspec import PythonEnv, check_range
 from deepgym_envs.errors import TaskFormatError
 
 #: Bytes of an overrides file read (a whole benchmark's worth of entries fits many times over).
@@ -75,11 +82,16 @@ def load_env_overrides(path: str | Path) -> EnvOverrides:
 
 
 def choose_python_env(row: dict[str, Any], spec_env: dict[str, Any], overrides: EnvOverrides | None,
-                      file: str, line: int | None) -> tuple[dict[str, Any], str]:
+                      file: str, line: int | None,
+                      read: Callable[[str], str | None] | None = None) -> tuple[dict[str, Any], str]:
     """(the ``python_env`` the imported row gets, a note saying where it came from or ``""``).
 
     ``row`` is the row as published (its own ``python_env`` included), ``spec_env`` the table's.
-    TaskFormatError naming the row's field when the result is not a valid ``python_env``."""
+    ``read(path)``: a file of the row's environment set-up commit (None where there is none), whose
+    declared requirements complete the table's (:func:`merge_declared`) when neither the row nor an
+    override gives the environment (those are taken as they are). TaskFormatError naming the row's
+    field when the result is not a valid ``python_env``."""
+    spec_env = {**spec_env, "install_project": True}
     own = row.get("python_env")
     found = overrides.lookup(row) if overrides is not None else None
     if own is not None:
@@ -89,10 +101,137 @@ def choose_python_env(row: dict[str, Any], spec_env: dict[str, Any], overrides: 
         chosen, note = own, "python_env from the row"
     elif found is not None:
         chosen, note = found[1], f"python_env from {overrides.source if overrides else ''} ({found[0]})"
+    elif read is not None and spec_env.get("requirements"):
+        chosen, note = derive_env(spec_env, read)
     else:
-        return spec_env, ""
+        chosen, note = {}, ""
     env = {**spec_env, **chosen}
     try:
         return PythonEnv.from_dict(env).to_dict(), note
     except ValueError as exc:
         raise TaskFormatError(file, line, "python_env", str(exc)) from None
+
+
+# -- what the environment set-up commit declares --------------------------------------------------
+
+#: Files of the environment set-up commit whose requirements are read (never run): setup.py is
+#: parsed for a literal ``install_requires``, as text.
+SETUP_FILES = ("setup.cfg", "pyproject.toml", "setup.py", "requirements.txt")
+#: Bytes of one such file read; a larger one is skipped.
+SETUP_FILE_BYTES = 1 << 20
+
+
+def declared_requirements(read: Callable[[str], str | None]) -> list[str]:
+    """The run-time requirements a project declares, from its files as ``read(path)`` gives them
+    (``None``: not there): ``setup.cfg`` ``[options] install_requires``, ``pyproject.toml``
+    ``[project] dependencies``, a literal ``install_requires`` list in ``setup.py`` (read as a syntax
+    tree, never run) and ``requirements.txt``. Only plain ``name[extras]<specifier>`` lines (a marker
+    allowed) are kept: no URL, path or option.
+
+    >>> declared_requirements({"setup.cfg": "[options]\\ninstall_requires =\\n  astroid>=2.12.2,<=2.14.0-dev0\\n"}.get)
+    ['astroid<=2.14.0-dev0,>=2.12.2']
+    """
+    lines: list[str] = []
+    text = read("setup.cfg")
+    if text:
+        parser = configparser.RawConfigParser(strict=False)
+        try:
+            parser.read_string(text)
+            lines += parser.get("options", "install_requires", fallback="").splitlines()
+        except configparser.Error:
+            pass
+    text = read("pyproject.toml")
+    if text:
+        try:
+            deps = _toml_loads(text).get("project", {}).get("dependencies", [])
+        except ValueError:
+            deps = []
+        lines += [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
+    text = read("setup.py")
+    if text:
+        lines += _literal_install_requires(text)
+    text = read("requirements.txt")
+    if text:
+        lines += [line.split(" #", 1)[0] for line in text.splitlines()]
+    out: dict[str, str] = {}
+    for line in lines:
+        try:
+            req = check_range(line.strip())
+        except ValueError:
+            continue
+        out.setdefault(canonicalize_name(req.name), str(req))
+    return list(out.values())
+
+
+def merge_declared(pins: list[str], declared: list[str], python: str) -> tuple[list[str], list[str], list[str]]:
+    """(pins kept, ranges to resolve, pins replaced): the spec table's pins win over what the
+    project declares, unless the project's own range excludes the pinned release (pylint 2.15's
+    later set-up commits need ``astroid>=2.12.2``; the table pinned 2.11.7): then the range is
+    resolved instead. Declared names the table lacks become ranges, resolved when the environment
+    is built (:func:`deepgym_envs.pyenv.ensure_env`), as the harness's ``pip install -e .`` resolves
+    them. A requirement whose marker is false on ``python`` is left out."""
+    marker_env = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
+                  "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
+                  "platform_python_implementation": "CPython", "platform_machine": "x86_64", "extra": ""}
+    pinned = {canonicalize_name(Requirement(p).name): p for p in pins}
+    ranges, replaced = [], []
+    for line in declared:
+        req = Requirement(line)
+        try:
+            if req.marker is not None and not req.marker.evaluate(marker_env):
+                continue
+        except Exception:  # an undefined marker variable: the requirement is not for this environment
+            continue
+        req.marker = None
+        name = canonicalize_name(req.name)
+        pin = pinned.get(name)
+        if pin is None:
+            ranges.append(str(req))
+        elif not req.specifier.contains(next(iter(Requirement(pin).specifier)).version, prereleases=True):
+            replaced.append(pin)
+            del pinned[name]
+            ranges.append(str(req))
+    kept = [p for p in pins if p not in replaced]
+    return kept, ranges, replaced
+
+
+def derive_env(spec_env: dict[str, Any], read: Callable[[str], str | None]) -> tuple[dict[str, Any], str]:
+    """The keys of ``spec_env`` that what the set-up commit declares changes, and a note saying how."""
+    pins = list(spec_env.get("requirements", []))
+    kept, ranges, replaced = merge_declared(pins, declared_requirements(read), str(spec_env.get("python", "")))
+    if not ranges:
+        return {}, ""
+    note = f"from the environment set-up commit: {', '.join(ranges)}"
+    if replaced:
+        note += f" (instead of the table's {', '.join(replaced)})"
+    return {"requirements": kept, "derived": ranges}, note
+
+
+def _literal_install_requires(text: str) -> list[str]:
+    """``install_requires=[...]`` of a ``setup(...)`` call, or of the module-level name it names,
+    when those are literal lists of strings."""
+    if len(text) > SETUP_FILE_BYTES:
+        return []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    names = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+             for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "install_requires":
+            value = names.get(node.value.id) if isinstance(node.value, ast.Name) else node.value
+            if isinstance(value, (ast.List, ast.Tuple)):
+                return [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def _toml_loads(text: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        from pip._vendor import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(str(exc)) from None

