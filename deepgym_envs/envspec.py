@@ -110,16 +110,16 @@ def check_range(line: str) -> Requirement:
     >>> str(check_range("astroid<=2.14.0-dev0,>=2.12.2"))
     'astroid<=2.14.0-dev0,>=2.12.2'
     """
-    if not line or line != line.strip() or any(c in line for c in "\n\r\0\\/"):
+    if not line or line != line.strip() or any(c in line for c in "\n\r\0\\"):
         raise ValueError(f"requirement {line!r}: expected one line of the form name<specifier>")
     if line.startswith("-"):
         raise ValueError(f"requirement {line!r}: pip options are not allowed")
     try:
         req = Requirement(line)
     except InvalidRequirement as exc:
-        raise ValueError(f"requirement {line!r}: not name<specifier>: {exc}") from None
-    if req.url:
-        raise ValueError(f"requirement {line!r}: URLs are not allowed")
+        raise ValueError(f"requirement {line!r}: not name<specifier> (a path is not allowed): {exc}") from None
+    if req.url or "/" in line:
+        raise ValueError(f"requirement {line!r}: URLs and paths are not allowed")
     return req
 
 

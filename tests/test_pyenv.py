@@ -176,10 +176,13 @@ def test_a_project_that_registers_through_its_entry_points_resolves_with_the_gol
 
 # -- ranges a project declares, resolved to pins when the environment is built ----------------------
 
-@pytest.mark.parametrize("line", ["x @ https://evil.example/x.tgz", "--index-url=https://evil.example", "./local",
-                                  "x>=1\nimport os"])
-def test_a_derived_range_names_a_release_of_the_index_and_nothing_else(line):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("line, said", [("x @ https://evil.example/x.tgz", "URLs and paths are not allowed"),
+                                        ("--index-url=https://evil.example", "pip options are not allowed"),
+                                        ("./local", "a path is not allowed"), ("x>=1\nimport os", "expected one line")])
+def test_a_derived_range_names_a_release_of_the_index_and_nothing_else(line, said):
+    ok = PythonEnv.from_dict({"requirements": [], "derived": ["astroid<=2.14.0-dev0,>=2.12.2; python_version<'4'"]})
+    assert ok.derived == ("astroid<=2.14.0-dev0,>=2.12.2; python_version<'4'",)
+    with pytest.raises(ValueError, match=said):
         PythonEnv.from_dict({"requirements": [], "derived": [line]})
 
 
