@@ -27,7 +27,7 @@ import configparser
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -83,13 +83,14 @@ def load_env_overrides(path: str | Path) -> EnvOverrides:
 
 def choose_python_env(row: dict[str, Any], spec_env: dict[str, Any], overrides: EnvOverrides | None,
                       file: str, line: int | None,
-                      read: Callable[[str], str | None] | None = None) -> tuple[dict[str, Any], str]:
+                      read: Sequence[Reader] = ()) -> tuple[dict[str, Any], str]:
     """(the ``python_env`` the imported row gets, a note saying where it came from or ``""``).
 
     ``row`` is the row as published (its own ``python_env`` included), ``spec_env`` the table's.
-    ``read(path)``: a file of the row's environment set-up commit (None where there is none), whose
-    declared requirements complete the table's (:func:`merge_declared`) when neither the row nor an
-    override gives the environment (those are taken as they are). TaskFormatError naming the row's
+    ``read``: readers (``read(path)`` -> text, None where there is none) of the row's base commit
+    and environment set-up commit, whose declared requirements complete the table's
+    (:func:`derive_env`) when neither the row nor an override gives the environment (those are
+    taken as they are). TaskFormatError naming the row's
     field when the result is not a valid ``python_env``."""
     spec_env = {**spec_env, "install_project": True}
     own = row.get("python_env")
@@ -101,7 +102,7 @@ def choose_python_env(row: dict[str, Any], spec_env: dict[str, Any], overrides: 
         chosen, note = own, "python_env from the row"
     elif found is not None:
         chosen, note = found[1], f"python_env from {overrides.source if overrides else ''} ({found[0]})"
-    elif read is not None and spec_env.get("requirements"):
+    elif read and spec_env.get("requirements"):
         chosen, note = derive_env(spec_env, read)
     else:
         chosen, note = {}, ""
@@ -119,9 +120,11 @@ def choose_python_env(row: dict[str, Any], spec_env: dict[str, Any], overrides: 
 SETUP_FILES = ("setup.cfg", "pyproject.toml", "setup.py", "requirements.txt")
 #: Bytes of one such file read; a larger one is skipped.
 SETUP_FILE_BYTES = 1 << 20
+#: ``read(path)``: the text of a file of one commit, or None where it has none.
+Reader = Callable[[str], "str | None"]
 
 
-def declared_requirements(read: Callable[[str], str | None]) -> list[str]:
+def declared_requirements(read: Reader) -> list[str]:
     """The run-time requirements a project declares, from its files as ``read(path)`` gives them
     (``None``: not there): ``setup.cfg`` ``[options] install_requires``, ``pyproject.toml``
     ``[project] dependencies``, a literal ``install_requires`` list in ``setup.py`` (read as a syntax
@@ -195,13 +198,21 @@ def merge_declared(pins: list[str], declared: list[str], python: str) -> tuple[l
     return kept, ranges, replaced
 
 
-def derive_env(spec_env: dict[str, Any], read: Callable[[str], str | None]) -> tuple[dict[str, Any], str]:
-    """The keys of ``spec_env`` that what the set-up commit declares changes, and a note saying how."""
+def derive_env(spec_env: dict[str, Any], readers: Sequence[Reader]) -> tuple[dict[str, Any], str]:
+    """The keys of ``spec_env`` that the declared requirements change, and a note saying how.
+
+    ``readers``: the base commit's files, then the environment set-up commit's. The harness builds
+    the environment from the set-up commit, then runs ``pip install -e .`` at the base commit, which
+    makes the base's own ranges hold: so a name both declare takes the base commit's range."""
+    declared: dict[str, str] = {}
+    for read in readers:
+        for line in declared_requirements(read):
+            declared.setdefault(canonicalize_name(Requirement(line).name), line)
     pins = list(spec_env.get("requirements", []))
-    kept, ranges, replaced = merge_declared(pins, declared_requirements(read), str(spec_env.get("python", "")))
+    kept, ranges, replaced = merge_declared(pins, list(declared.values()), str(spec_env.get("python", "")))
     if not ranges:
         return {}, ""
-    note = f"from the environment set-up commit: {', '.join(ranges)}"
+    note = f"declared by the project: {', '.join(ranges)}"
     if replaced:
         note += f" (instead of the table's {', '.join(replaced)})"
     return {"requirements": kept, "derived": ranges}, note

