@@ -291,13 +291,14 @@ def make_venv(sb: BuildSandbox, prefix: str, python: str | None = None) -> None:
 
 
 def pip_install(sb: BuildSandbox, prefix: str, args: list[str], *, timeout: float = BUILD_TIMEOUT,
-                python: str | None = None) -> None:
+                python: str | None = None, prefetch: list[str] | None = None) -> None:
     """``pip install ARGS`` into the environment at ``prefix`` (made by :func:`make_venv` from
     ``python``), inside the offline build sandbox ``sb``, from what fetch steps download
     (:mod:`deepgym_envs.sandbox.pipfetch`: the step that may run a package's build backend never
     holds the index credentials). The pip that runs is ``python``'s own
-    (:func:`~deepgym_envs.sandbox.build.pip_argv`)."""
-    _check(pipfetch.install(sb, f"{prefix}/bin/python", args, timeout=timeout, interpreter=python), "pip install")
+    (:func:`~deepgym_envs.sandbox.build.pip_argv`); ``prefetch``: see :func:`~.pipfetch.install`."""
+    _check(pipfetch.install(sb, f"{prefix}/bin/python", args, timeout=timeout, interpreter=python,
+                            prefetch=prefetch or ()), "pip install")
 
 
 def pip_uninstall(sb: BuildSandbox, prefix: str, name: str, *, python: str | None = None) -> None:
@@ -408,7 +409,7 @@ def _project_metadata(env: PythonEnv, prefix: Path, tree: Path, scratch: Path) -
                       readonly=[*python_binds(base), str(prefix)]) as sb:
         try:
             pip_install(sb, str(prefix), ["--no-deps", "--no-warn-script-location", "--prefix", str(prefix_out), src],
-                        python=base)
+                        python=base, prefetch=pipfetch.build_requires(tree))
         except InfrastructureError as exc:
             raise InfrastructureError(
                 f"installing the project as `pip install -e .` does failed ({str(exc)[-600:]}); where its tests "

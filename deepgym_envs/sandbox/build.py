@@ -250,12 +250,16 @@ def pip_argv(args: list[str], *, python: str | None = None, interpreter: str | N
     made from (default: the one behind this one), ships for ``ensurepip``, run by ``python`` from its
     wheel: a pip that supports that Python by construction (the host's newest pip refuses
     ``--python`` targets older than its own floor: pip 26 drives nothing below 3.10), and that is
-    never installed into the environment. An installation without such a wheel falls back to this
-    interpreter's pip with ``--python`` (:func:`pip_refusal` names the fix when it refuses).
+    never installed into the environment. An environment of this interpreter's own Python, or of an
+    installation without such a wheel, is driven by this interpreter's pip with ``--python``
+    (:func:`pip_refusal` names the fix when it refuses).
     """
     if not python:
         return [sys.executable, "-m", "pip", *args]
-    wheel = bundled_pip(interpreter or base_python())
+    base = interpreter or base_python()
+    # This interpreter's own pip supports its version, and starts from compiled modules (one run from
+    # a wheel compiles pip's modules anew, seconds per step).
+    wheel = None if os.path.realpath(base) == os.path.realpath(base_python()) else bundled_pip(base)
     if wheel is not None:
         return [python, "-I", os.path.join(wheel, "pip"), *args]
     return [sys.executable, "-m", "pip", "--python", python, *args]
