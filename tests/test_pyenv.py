@@ -199,3 +199,42 @@ def test_a_derived_range_is_resolved_to_a_pin_in_the_build_and_recorded(tmp_path
     prefix = ensure_env(PythonEnv.from_dict({"requirements": [], "derived": ["tinypin>=1.5,<3"]}))
     assert prefix is not None
     assert json.loads((prefix / ".complete").read_text())["resolved"] == ["tinypin==2.0"]
+
+
+@pytest.mark.slow
+@requires_namespace
+def test_a_projects_install_runs_in_the_sandbox_and_only_its_metadata_is_kept(tmp_path, monkeypatch):
+    """The project's build backend is the project's code: it runs in a build sandbox (the host path
+    it writes stays empty), and of what it installs, no ``.pth``, script or ``RECORD`` reaches the
+    environment (a ``.pth`` would run in every interpreter, before the test runner's defences)."""
+    from deepgym_envs.pyenv import ensure_project
+
+    house = tmp_path / "house"
+    house.mkdir()
+    write_wheel(str(house), "tinypin", "1.0", {"tinypin/__init__.py": ""})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(house))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    marker = tmp_path / "host-marker"
+    attack = f"    try:\n        open({str(marker)!r}, 'w').write('ran')\n    except OSError:\n        pass\n"
+    evil = BACKEND.replace("    wheel = ", attack + "    wheel = ", 1).replace(
+        'INFO + "/entry_points.txt"', '"evil.pth": "import os; os.system(\'touch /tmp/x\')\\n", '
+        '"myproj-1.2.3.data/scripts/evil": "#!/bin/sh\\n", INFO + "/entry_points.txt"')
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+                                         'backend-path = ["."]\n')
+    (tree / "backend.py").write_text(evil)
+    env = PythonEnv.from_dict({"requirements": ["tinypin==1.0"], "install_project": True})
+    prefix = ensure_env(env)
+    assert prefix is not None
+    project = ensure_project(env, prefix, tree)
+    assert not marker.exists()
+    site = next(project.glob("lib/python*/site-packages"))
+    assert sorted(p.name for p in (site / "myproj-1.2.3.dist-info").iterdir()) == [
+        "INSTALLER", "METADATA", "WHEEL", "direct_url.json", "entry_points.txt"]
+    assert json.loads((site / "myproj-1.2.3.dist-info" / "direct_url.json").read_text())["dir_info"] == {
+        "editable": True}
+    assert not (site / "evil.pth").exists() and not (project / "bin" / "evil").exists()
+    assert (site / "tinypin").is_dir() and (site / "tinypin" / "__init__.py").stat().st_nlink >= 2  # linked
+    assert ensure_project(env, prefix, tree) == project  # built once
