@@ -16,7 +16,9 @@ For SWE-bench (full, Lite, Verified), SWE-Gym or SWE-smith rows, as JSONL, Parqu
    reach, never a clone (no refs, tags, later history or the upstream fix);
 3. the row is written to ``OUT/tasks.jsonl`` as it was, plus ``repo_path`` and the environment
    from :mod:`deepgym_envs.swebench_specs` (``python_env``, ``test_cmd``), and ``deepgym_spec``
-   saying which entry was used (``generic`` for a repository the table lacks).
+   saying which entry was used (``generic`` for a repository the table lacks). The row's own
+   ``python_env``, then ``env_overrides``, win over the table; otherwise what the base and
+   environment set-up commits declare completes it (:mod:`deepgym_envs.swebench_envs`).
 
 With ``images=True`` (``--images``), a row whose SWE-bench instance image is on the docker engine
 (``sweb.eval.x86_64.<id>:latest``, or the published ``swebench/...`` name: see

@@ -9,9 +9,10 @@ that are pure Python (or close to it), so a row imports with no hand edits
 * ``python`` — the interpreter (:func:`deepgym_envs.pyenv.find_python` finds it);
 * ``requirements`` — pinned packages the tests need, installed once per spec into a virtual
   environment built in a build sandbox (:mod:`deepgym_envs.pyenv`);
-* ``pythonpath`` — the project is imported from the working copy (``src`` or the root), never
-  installed, so a fix takes effect at once: this is our install step, and why only projects
-  whose import needs no build (no compiled extension, no generated version file) are listed;
+* ``pythonpath`` — the project is imported from the working copy (``src`` or the root), so a fix
+  takes effect at once, and only projects whose import needs no build (no compiled extension, no
+  generated version file) are listed; its metadata (version, entry points) is installed as the
+  harness's ``pip install -e .`` installs it (``python_env.install_project``, which the import sets);
 * ``test_cmd`` — extra pytest arguments; the test files come from the row's ``test_patch``;
 * ``parser`` — how the row's test ids name tests: ``pytest`` is SWE-bench's ``parse_log_pytest``
   (ids cut at the first space, as its log lines are split; an absolute-path parameter cut to its

@@ -169,3 +169,10 @@ def test_an_imported_row_gets_what_its_base_and_environment_setup_commits_declar
     assert "derived" not in early_env and "astroid==2.11.7" in early_env["requirements"]
     # A set-up commit the mirror lacks: the base commit's declarations alone.
     assert envs["pylint-dev__pylint-3"]["derived"] == late_env["derived"]
+
+
+def test_pydicom_2_gets_the_setuptools_its_pkg_resources_import_needs():
+    from deepgym_envs.swebench_specs import spec_for
+
+    for version in ("2.0", "2.4"):
+        assert any(r.startswith("setuptools==") for r in spec_for("pydicom/pydicom", version).requirements)
