@@ -60,7 +60,8 @@ from deepgym_envs.envspec import PythonEnv, check_range, check_requirement
 from deepgym_envs.errors import InfrastructureError, ToolError
 from deepgym_envs.sandbox.base import WORKDIR, open_regular
 from deepgym_envs.sandbox import pipfetch
-from deepgym_envs.sandbox.build import BuildSandbox, base_python, pip_argv, pip_refusal
+from deepgym_envs.sandbox.build import (BuildSandbox, base_python, bundled_pip, pip_argv, pip_refusal,
+                                        prepared_pip)
 from deepgym_envs.sandbox.spec import SandboxSpec
 from deepgym_envs.trees import cache_root
 
@@ -107,6 +108,7 @@ def ensure_env(env: PythonEnv) -> Path | None:
         # already, since a venv's scripts name their prefix.
         build = dest.parent / f".build-{dest.name}-{uuid.uuid4().hex[:8]}"
         os.mkdir(build, 0o755)
+        prepare_pip(base)
         try:
             with BuildSandbox(writable=[(str(build), str(dest))], readonly=python_binds(base)) as sb:
                 make_venv(sb, str(dest), base)
@@ -221,10 +223,46 @@ def _version_of(python: str) -> str:
 
 
 def python_binds(python: str) -> list[str]:
-    """Host directories a sandbox must see for this interpreter to run: its installation."""
+    """Host directories a sandbox must see for this interpreter to run: its installation (first),
+    and its pip made ready (:func:`prepare_pip`) where it is."""
     if python == base_python():
         return []  # deepgym's own Python is bound into every sandbox already
-    return [os.path.dirname(os.path.dirname(os.path.realpath(python)))]
+    wheel = bundled_pip(python)
+    ready = [prepared_pip(wheel)] if wheel and os.path.isfile(os.path.join(prepared_pip(wheel), ".complete")) else []
+    return [os.path.dirname(os.path.dirname(os.path.realpath(python))), *ready]
+
+
+def prepare_pip(python: str) -> None:
+    """Unpack and compile, once per machine, the pip that ``python``'s installation ships (which
+    drives its environments: :func:`~deepgym_envs.sandbox.build.pip_argv`), in a build sandbox:
+    run from its wheel, pip compiles its modules anew on every step. Nothing when ``python`` is
+    deepgym's own (its own pip drives it) or ships none, or is older than 3.7 (no hash-checked
+    byte code): pip then runs from the wheel."""
+    wheel = bundled_pip(python)
+    if wheel is None or python == base_python() or _version_sort_key(Path(_version_of(python))) < (3, 7):
+        return
+    dest = Path(prepared_pip(wheel))
+    if (dest / ".complete").is_file():
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / f"{dest.name}.lock", "w") as lock:  # the name holds dots: no with_suffix
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / ".complete").is_file():
+            return
+        shutil.rmtree(dest, ignore_errors=True)
+        build = dest.parent / f".build-{dest.name}-{uuid.uuid4().hex[:8]}"
+        os.mkdir(build, 0o755)
+        try:
+            with BuildSandbox(writable=[(str(build), str(dest))], readonly=python_binds(python)) as sb:
+                unzip = "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])"
+                _check(sb.exec([python, "-I", "-c", unzip, wheel, str(dest)], timeout=300), "unpacking pip")
+                # unchecked-hash: the copy out keeps no modification times to check against.
+                _check(sb.exec([python, "-I", "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash",
+                                str(dest)], timeout=600), "compiling pip")
+            _write_new(build, (".complete",), wheel + "\n")
+            os.rename(build, dest)
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
 
 
 def finish_env(prefix: Path, env: PythonEnv, version: str | None = None, resolved: list[str] | None = None) -> None:
@@ -408,6 +446,7 @@ def _project_metadata(env: PythonEnv, prefix: Path, tree: Path, scratch: Path) -
     wheel: Django's took 38 s built in full); then, where that left no ``*.dist-info`` (a legacy
     ``setup.py develop`` writes its metadata into the source tree) or failed, a regular install."""
     base = _python_for(env)
+    prepare_pip(base)
     prefix_out, src = scratch / "prefix", str(scratch / "src")
     failed = ""
     for editable in (["-e"], []):

@@ -82,6 +82,8 @@ def test_a_39_environment_builds_while_the_hosts_pip_refuses_39(host_with_newest
     assert int(pip_version.split(".")[0]) >= 26
     assert "tinypin" in installed
     assert not any(name.startswith("pip") for name in installed)
+    # That pip is kept unpacked and compiled, once, for the next steps (from its wheel it compiles anew).
+    assert len(list((tmp_path / "cache" / "pips").glob("pip-*/pip/__pycache__/__main__.cpython-39.pyc"))) == 1
 
 
 # -- the project installed as the harness's `pip install -e .` installs it --------------------------

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -52,6 +53,7 @@ from deepgym_envs.sandbox import namespace, netstack
 from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, remove_tree
 from deepgym_envs.sandbox.build_output import Budget, OutputCaps, OverCap, Unreadable, copy_out
 from deepgym_envs.sandbox.hidden import SYSTEM_DIRS, covered
+from deepgym_envs.trees import cache_root
 from deepgym_envs.untrusted_tree import parse_size, remove_untrusted
 
 #: Limits of one build step: pip resolving, downloading and compiling takes longer and needs more
@@ -261,7 +263,9 @@ def pip_argv(args: list[str], *, python: str | None = None, interpreter: str | N
     # a wheel compiles pip's modules anew, seconds per step).
     wheel = None if os.path.realpath(base) == os.path.realpath(base_python()) else bundled_pip(base)
     if wheel is not None:
-        return [python, "-I", os.path.join(wheel, "pip"), *args]
+        ready = prepared_pip(wheel)
+        pip = ready if os.path.isfile(os.path.join(ready, ".complete")) else wheel
+        return [python, "-I", os.path.join(pip, "pip"), *args]
     return [sys.executable, "-m", "pip", "--python", python, *args]
 
 
@@ -296,6 +300,15 @@ def bundled_pip(interpreter: str) -> str | None:
             continue
         found += [os.path.join(folder, n) for n in names if n.startswith("pip-") and n.endswith(".whl")]
     return max(found, key=_wheel_version, default=None)
+
+
+def prepared_pip(wheel: str) -> str:
+    """Where the pip of ``wheel`` is kept unpacked and compiled for its interpreter, once per machine
+    (:func:`deepgym_envs.pyenv.prepare_pip`): run from the wheel, pip compiles its modules anew on
+    every step (seconds each)."""
+    real = os.path.realpath(wheel)
+    key = hashlib.sha256(real.encode()).hexdigest()[:12]
+    return str(cache_root() / "pips" / f"{os.path.basename(real)[:-4]}-{key}")
 
 
 def _wheel_version(path: str) -> tuple[int, ...]:
