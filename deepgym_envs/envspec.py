@@ -37,23 +37,34 @@ class PythonEnv:
     """The Python version (``"3.9"``) the environment is made with (:func:`deepgym_envs.pyenv.find_python`)."""
     environ: tuple[tuple[str, str], ...] = ()
     """Variables set in every interpreter the environment starts (names from :data:`ENVIRON_ALLOWED`)."""
+    derived: tuple[str, ...] = ()
+    """Requirements as the project declares them at its environment set-up commit (``name<range>``,
+    :func:`check_range`), which the pins do not cover: resolved to the newest releases they allow
+    when the environment is built, in its fetch step (as the harness's ``pip install -e .`` resolves
+    them), and recorded in the built environment's ``.complete``."""
+    install_project: bool = False
+    """Install the repository itself as the official harness's ``pip install -e .`` does, so its
+    entry points and distribution metadata exist (:func:`deepgym_envs.pyenv.ensure_project`); its
+    code is still imported from the working copy."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PythonEnv":
         """Read the task field; ValueError naming the key when it is malformed."""
         if not isinstance(data, dict):
             raise ValueError("expected an object with 'requirements' and 'pythonpath'")
-        unknown = set(data) - {"requirements", "pythonpath", "python", "environ"}
+        unknown = set(data) - {"requirements", "pythonpath", "python", "environ", "install_project", "derived"}
         if unknown:
             raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))}")
         out: dict[str, Any] = {}
-        for key in ("requirements", "pythonpath"):
+        for key in ("requirements", "pythonpath", "derived"):
             value = data.get(key, [])
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ValueError(f"{key!r} must be a list of strings")
             out[key] = tuple(value)
         for line in out["requirements"]:
             check_requirement(line)
+        for line in out["derived"]:
+            check_range(line)
         for path in out["pythonpath"]:
             # Each entry becomes a line of a .pth file, which site runs when it starts with "import ":
             # a plain relative path (no whitespace or control characters) can never be one.
@@ -74,11 +85,42 @@ class PythonEnv:
             if not isinstance(value, str) or not _PLAIN_VALUE.fullmatch(value):
                 raise ValueError(f"environ: {name}'s value must be plain text (letters, digits, '.,:=+-_')")
         out["environ"] = tuple(sorted(environ.items()))
+        if not isinstance(data.get("install_project", False), bool):
+            raise ValueError("'install_project' must be true or false")
+        out["install_project"] = data.get("install_project", False)
         return cls(**out)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"requirements": list(self.requirements), "pythonpath": list(self.pythonpath), "python": self.python}
-        return {**out, "environ": dict(self.environ)} if self.environ else out
+        out: dict[str, Any] = {"requirements": list(self.requirements), "pythonpath": list(self.pythonpath),
+                               "python": self.python}
+        if self.environ:
+            out["environ"] = dict(self.environ)
+        if self.derived:
+            out["derived"] = list(self.derived)
+        if self.install_project:
+            out["install_project"] = True
+        return out
+
+
+def check_range(line: str) -> Requirement:
+    """``line`` parsed, when it names a release of the index by a name and a version range
+    (``name[extras]<specifier>``, a marker allowed: what a project declares); ValueError otherwise.
+    No URL, path or pip option: the range is handed to a fetch step, which resolves it to a pin.
+
+    >>> str(check_range("astroid<=2.14.0-dev0,>=2.12.2"))
+    'astroid<=2.14.0-dev0,>=2.12.2'
+    """
+    if not line or line != line.strip() or any(c in line for c in "\n\r\0\\"):
+        raise ValueError(f"requirement {line!r}: expected one line of the form name<specifier>")
+    if line.startswith("-"):
+        raise ValueError(f"requirement {line!r}: pip options are not allowed")
+    try:
+        req = Requirement(line)
+    except InvalidRequirement as exc:
+        raise ValueError(f"requirement {line!r}: not name<specifier> (a path is not allowed): {exc}") from None
+    if req.url or "/" in line:
+        raise ValueError(f"requirement {line!r}: URLs and paths are not allowed")
+    return req
 
 
 def check_requirement(line: str) -> Requirement:

@@ -1,6 +1,7 @@
 """The SWE-bench commands of ``deepgym``: rows in, a report in the official shape out.
 
-    deepgym tasks import SOURCE --out DIR [--repos MIRRORS|URL_TEMPLATE] [--images [--pull]] [--workers N] [--json]
+    deepgym tasks import SOURCE --out DIR [--repos MIRRORS|URL_TEMPLATE] [--images [--pull]] [--env-overrides FILE]
+                         [--workers N] [--json]
     deepgym tasks validate DIR --show-log TASK
     deepgym grade-predictions predictions.jsonl --tasks DIR [--workers N] [--out report.json] [--json]
 """
@@ -30,7 +31,7 @@ def _tasks_import(args: argparse.Namespace) -> int:
         console().print("[red]error[/]: pass --repos (mirrors or a URL template), --images, or both")
         return 2
     report = import_rows(args.source, args.out, args.repos, workers=args.workers,
-                         images=args.images or args.pull, pull=args.pull)
+                         images=args.images or args.pull, pull=args.pull, env_overrides=args.env_overrides)
     failed = report.failed
     if args.json:
         print_json({"out": str(report.out / TASKS_FILE), "imported": len(report.rows) - len(failed),
@@ -112,6 +113,9 @@ def add_swebench_parsers(tasks: Any, sub: Any) -> None:
     p.add_argument("--pull", action="store_true",
                    help="docker pull a row's missing instance image first (implies --images)")
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--env-overrides", default=None, metavar="FILE",
+                   help='JSON {"<instance_id>" | "owner/name@version" | "owner/name": python_env}: wins over '
+                        "the spec table (a row's own python_env wins over both)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_tasks_import)
     tasks.choices["validate"].add_argument("--show-log", metavar="TASK", default=None,

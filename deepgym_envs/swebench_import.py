@@ -17,7 +17,9 @@ of rows, Parquet / Arrow or a ``datasets`` directory (SWE-smith's rows, another 
    reach, never a clone (no refs, tags, later history or the upstream fix);
 3. the row is written to ``OUT/tasks.jsonl`` as it was, plus ``repo_path`` and the environment
    from :mod:`deepgym_envs.swebench_specs` (``python_env``, ``test_cmd``), and ``deepgym_spec``
-   saying which entry was used (``generic`` for a repository the table lacks).
+   saying which entry was used (``generic`` for a repository the table lacks). The row's own
+   ``python_env``, then ``env_overrides``, win over the table; otherwise what the base and
+   environment set-up commits declare completes it (:mod:`deepgym_envs.swebench_envs`).
 
 With ``images=True`` (``--images``), a row whose SWE-bench instance image is on the docker engine
 (``sweb.eval.x86_64.<id>:latest``, or the published ``swebench/...`` name: see
@@ -52,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from deepgym_envs.docker_engine import engine
 from deepgym_envs.errors import DeepgymError, GitError, InfrastructureError, SandboxUnavailable, TaskFormatError
@@ -60,6 +62,7 @@ from deepgym_envs.gitrepo import copy_tracked, git_env, init_repo, run_git, safe
 from deepgym_envs.hfdata import dataset_rows, is_dataset
 from deepgym_envs.image_trees import image_task_tree, swebench_image_names
 from deepgym_envs import swesmith_import
+from deepgym_envs.swebench_envs import SETUP_FILE_BYTES, EnvOverrides, choose_python_env, load_env_overrides
 from deepgym_envs.swebench_ids import translate
 from deepgym_envs.swebench_specs import known_repos, spec_for
 from deepgym_envs.tasks import files_of_test_patch, harness_cannot_run, patch_paths, task_from_row
@@ -182,12 +185,15 @@ def _skip(text: str, at: int, chars: str) -> int:
 
 
 def import_rows(source: str | Path, out: str | Path, repos: str | Path | None = None, *, workers: int = 4,
-                host_python: str = "", images: bool = False, pull: bool = False) -> ImportReport:
+                host_python: str = "", images: bool = False, pull: bool = False,
+                env_overrides: str | Path | None = None) -> ImportReport:
     """Import every row of ``source`` into the task set ``out`` (see the module's docstring).
 
     ``repos`` is a directory of mirrors, or a URL template holding ``{repo}`` to clone them from;
     with ``images``, rows whose SWE-bench instance image is on the docker engine (pulled with
-    ``pull``) run in it, and ``repos`` (optional then) serves the others.
+    ``pull``) run in it, and ``repos`` (optional then) serves the others. ``env_overrides``: a JSON
+    file of ``python_env`` objects by instance id, ``owner/name@version`` or ``owner/name``, which win
+    over the spec table (a row's own ``python_env`` wins over both: :mod:`deepgym_envs.swebench_envs`).
     """
     import sys
 
@@ -203,11 +209,12 @@ def import_rows(source: str | Path, out: str | Path, repos: str | Path | None = 
     elif repos is not None:
         where = Path(repos).expanduser().resolve()
     finder = InstanceImages(pull) if images else None
+    overrides = load_env_overrides(env_overrides) if env_overrides is not None else None
     rows = list(read_rows(source))
     report = ImportReport(out)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda r: _import_one(*r, out=out, repos=where, host_python=host_python,
-                                                      images=finder), rows))
+                                                      images=finder, overrides=overrides), rows))
     seen: set[str] = set()
     lines = []
     for (result, row) in results:
@@ -223,19 +230,23 @@ def import_rows(source: str | Path, out: str | Path, repos: str | Path | None = 
 
 
 def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: Path | CloneCache | None,
-                host_python: str, images: InstanceImages | None = None) -> tuple[ImportedRow, dict[str, Any]]:
+                host_python: str, images: InstanceImages | None = None,
+                overrides: EnvOverrides | None = None) -> tuple[ImportedRow, dict[str, Any]]:
     instance_id = str(row.get("instance_id") or f"{file}:{line}")
     if "__error__" in row:
         return ImportedRow(instance_id, "error", reason=f"{file}:{line}: {row['__error__']}"), row
     try:
         if swesmith_import.is_swesmith_row(row):  # a synthesised bug in a real commit: another shape
+            published = row
             spec_key, reason, row = swesmith_import.import_row(
                 row, file=file, line=line, out=out, host_python=host_python, mirror_of=partial(_mirror_of, repos),
                 fetch=fetch_commit)
-            return ImportedRow(instance_id, "imported", spec_key, reason), row
+            row["python_env"], note = choose_python_env(published, row["python_env"], overrides, file, line)
+            return ImportedRow(instance_id, "imported", spec_key, "; ".join(x for x in (note, reason) if x)), row
         for name in ("repo", "base_commit"):
             if not isinstance(row.get(name), str) or not row[name]:
                 raise TaskFormatError(file, line, name, "missing: a SWE-bench row names its repository and base commit")
+        published = row
         row = {k: v for k, v in row.items() if k not in ("repo_path", "python_env", "test_cmd", "harness")}
         task_from_row(row, path=file, line=line)  # the row's own fields, checked as the loader will
         if row["repo"] in RUNNER_PROJECTS:
@@ -255,9 +266,13 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
         has_src = fetch_commit(mirror, row["base_commit"], out / "repos" / dest_name, origin)
         _refuse_unrunnable(row, origin, out / "repos" / dest_name)
         spec = spec_for(row["repo"], str(row.get("version") or ""), has_src=has_src)
-        row.update(repo_path=f"repos/{dest_name}", python_env=spec.python_env(host_python),
+        readers = [commit_reader(mirror, published.get(key), origin)
+                   for key in ("base_commit", "environment_setup_commit")]
+        env, note = choose_python_env(published, spec.python_env(host_python), overrides, file, line,
+                                      [r for r in readers if r is not None])
+        row.update(repo_path=f"repos/{dest_name}", python_env=env,
                    test_cmd=list(spec.test_cmd), harness="swebench", deepgym_spec=spec.key)
-        reason = _spec_note(row["repo"], str(row.get("version") or ""), spec.key, spec.notes, out)
+        reason = note or _spec_note(row["repo"], str(row.get("version") or ""), spec.key, spec.notes, out)
         if spec.parser != "pytest":
             unmatched = _unmatched_note(translate_ids(row, spec.parser, out / "repos" / dest_name, origin))
             reason = "; ".join(x for x in (unmatched, reason) if x)
@@ -298,6 +313,27 @@ def _spec_note(repo: str, version: str, key: str, notes: str, out: Path) -> str:
             if repo in known_repos() else f"unsupported repository: {repo} is not in deepgym's spec table")
     return (f"{what}; imported with the generic spec (deepgym's Python, pytest only): "
             f"`deepgym tasks validate {out}` says whether its tests run there")
+
+
+def commit_reader(mirror: Path, commit: object, origin: Origin) -> Callable[[str], str | None] | None:
+    """``read(path)``: the text of a file at ``commit`` (the row's) in ``mirror``
+    (None where it is missing or over :data:`~deepgym_envs.swebench_envs.SETUP_FILE_BYTES`); None
+    when ``commit`` is not a commit id or the mirror lacks it. git reads the files; nothing runs."""
+    if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        return None
+    gitdir = source_git_dir(mirror, Origin(str(mirror), "repo", origin.instance_id))
+    base = ["-c", "safe.directory=*", "--no-replace-objects", f"--git-dir={gitdir}"]
+    env = {"GIT_NO_LAZY_FETCH": "1"}
+    if not run_git([*base, "rev-parse", "-q", "--verify", f"{commit}^{{commit}}"], env=env, check=False).strip():
+        return None
+
+    def read(path: str) -> str | None:
+        size = run_git([*base, "cat-file", "-s", f"{commit}:{path}"], env=env, check=False).strip()
+        if not size.isdigit() or int(size) > SETUP_FILE_BYTES:
+            return None
+        return run_git([*base, "cat-file", "blob", f"{commit}:{path}"], env=env, check=False,
+                       limit=SETUP_FILE_BYTES + 1)
+    return read
 
 
 def _unmatched_note(unmatched: list[str]) -> str:

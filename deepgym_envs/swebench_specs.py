@@ -9,9 +9,10 @@ that are pure Python (or close to it), so a row imports with no hand edits
 * ``python`` — the interpreter (:func:`deepgym_envs.pyenv.find_python` finds it);
 * ``requirements`` — pinned packages the tests need, installed once per spec into a virtual
   environment built in a build sandbox (:mod:`deepgym_envs.pyenv`);
-* ``pythonpath`` — the project is imported from the working copy (``src`` or the root), never
-  installed, so a fix takes effect at once: this is our install step, and why only projects
-  whose import needs no build (no compiled extension, no generated version file) are listed;
+* ``pythonpath`` — the project is imported from the working copy (``src`` or the root), so a fix
+  takes effect at once, and only projects whose import needs no build (no compiled extension, no
+  generated version file) are listed; its metadata (version, entry points) is installed as the
+  harness's ``pip install -e .`` installs it (``python_env.install_project``, which the import sets);
 * ``test_cmd`` — extra pytest arguments; the test files come from the row's ``test_patch``;
 * ``plugins`` — pytest plugins the tests use (``pytest_mock``), loaded with ``-p`` (autoloading is
   off: :mod:`deepgym_envs.testplugins`) and so written into the row's ``test_cmd``;
@@ -139,8 +140,8 @@ _TABLE: dict[str, list[_Line]] = {
     ],
     "pydicom/pydicom": [
         _Line(_v("1.2", "1.3", "1.4", "2.0", "2.1", "2.2", "2.3", "2.4", "3.0"), "3.9",
-              (*PYTEST_BELOW_311, "numpy==1.26.4"),
-              notes="tests that need optional image handlers (gdcm, pylibjpeg) skip"),
+              (*PYTEST_BELOW_311, "numpy==1.26.4", "setuptools==68.2.2"),
+              notes="tests that need optional image handlers (gdcm, pylibjpeg) skip; 2.x imports pkg_resources"),
     ],
     "pylint-dev/pylint": [
         # The 2.15 line began on astroid 2.11 (setup.cfg: astroid<=2.12.0-dev0); tests import py.
@@ -151,7 +152,7 @@ _TABLE: dict[str, list[_Line]] = {
         _Line(_v("2.14", "2.15"), "3.9",
               (*PYTEST_BELOW_311, "py==1.11.0", "astroid==2.11.7", "dill==0.3.7", "isort==5.12.0",
                "mccabe==0.7.0", "platformdirs==3.10.0", "tomlkit==0.12.1", "typing-extensions==4.7.1"),
-              notes="later 2.15 commits need astroid 2.12: set python_env for those rows"),
+              notes="later 2.15 commits need astroid 2.12: their setup.cfg says so (the import reads it)"),
     ],
     "sympy/sympy": [
         # SWE-bench runs bin/test -C (no cache); the cache stays on here: off, a test file such as

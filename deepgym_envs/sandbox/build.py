@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -52,6 +53,7 @@ from deepgym_envs.sandbox import namespace, netstack
 from deepgym_envs.sandbox.base import ExecResult, SandboxLimits, remove_tree
 from deepgym_envs.sandbox.build_output import Budget, OutputCaps, OverCap, Unreadable, copy_out
 from deepgym_envs.sandbox.hidden import SYSTEM_DIRS, covered
+from deepgym_envs.trees import cache_root
 from deepgym_envs.untrusted_tree import parse_size, remove_untrusted
 
 #: Limits of one build step: pip resolving, downloading and compiling takes longer and needs more
@@ -242,11 +244,85 @@ def offline_env(downloads: str) -> dict[str, str]:
             "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
 
 
-def pip_argv(args: list[str], *, python: str | None = None) -> list[str]:
-    """The argv of ``pip ARGS`` inside a build sandbox: this interpreter's pip, driving ``python``
-    (an environment's interpreter, which then runs pip, inside) when given."""
-    target = ["--python", python] if python else []
-    return [sys.executable, "-m", "pip", *target, *args]
+def pip_argv(args: list[str], *, python: str | None = None, interpreter: str | None = None) -> list[str]:
+    """The argv of ``pip ARGS`` inside a build sandbox.
+
+    Without ``python``: this interpreter's pip (a fetch step's, which only downloads). With it (an
+    environment's interpreter): the pip that ``interpreter``, the installation the environment was
+    made from (default: the one behind this one), ships for ``ensurepip``, run by ``python`` from its
+    wheel: a pip that supports that Python by construction (the host's newest pip refuses
+    ``--python`` targets older than its own floor: pip 26 drives nothing below 3.10), and that is
+    never installed into the environment. An environment of this interpreter's own Python, or of an
+    installation without such a wheel, is driven by this interpreter's pip with ``--python``
+    (:func:`pip_refusal` names the fix when it refuses).
+    """
+    if not python:
+        return [sys.executable, "-m", "pip", *args]
+    base = interpreter or base_python()
+    # This interpreter's own pip supports its version, and starts from compiled modules (one run from
+    # a wheel compiles pip's modules anew, seconds per step).
+    wheel = None if os.path.realpath(base) == os.path.realpath(base_python()) else bundled_pip(base)
+    if wheel is not None:
+        ready = prepared_pip(wheel)
+        pip = ready if os.path.isfile(os.path.join(ready, ".complete")) else wheel
+        return [python, "-I", os.path.join(pip, "pip"), *args]
+    return [sys.executable, "-m", "pip", "--python", python, *args]
+
+
+def base_python() -> str:
+    """The interpreter behind this one: a venv made from a venv's python chains to it anyway."""
+    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidate = os.path.join(sys.base_prefix, "bin", name)
+    return candidate if os.path.exists(candidate) else sys.executable
+
+
+#: Where Debian keeps the wheels its ``python3-venv`` gives ``ensurepip`` (its own ``_bundled`` is empty).
+_SYSTEM_WHEELS = "/usr/share/python-wheels"
+
+
+def bundled_pip(interpreter: str) -> str | None:
+    """The newest pip wheel ``interpreter``'s installation ships for ``ensurepip``, or None.
+
+    Found by listing files, never by running the interpreter; the installation is one a build
+    sandbox binds read-only (:func:`deepgym_envs.pyenv.python_binds`), so the path is the same inside.
+    """
+    real = os.path.realpath(interpreter)
+    home = os.path.dirname(os.path.dirname(real))
+    name = os.path.basename(real)
+    folders = [os.path.join(home, "lib", name, "ensurepip", "_bundled")] if name.startswith("python") else []
+    if home == "/usr":
+        folders.append(_SYSTEM_WHEELS)
+    found = []
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        found += [os.path.join(folder, n) for n in names if n.startswith("pip-") and n.endswith(".whl")]
+    return max(found, key=_wheel_version, default=None)
+
+
+def prepared_pip(wheel: str) -> str:
+    """Where the pip of ``wheel`` is kept unpacked and compiled for its interpreter, once per machine
+    (:func:`deepgym_envs.pyenv.prepare_pip`): run from the wheel, pip compiles its modules anew on
+    every step (seconds each)."""
+    real = os.path.realpath(wheel)
+    key = hashlib.sha256(real.encode()).hexdigest()[:12]
+    return str(cache_root() / "pips" / f"{os.path.basename(real)[:-4]}-{key}")
+
+
+def _wheel_version(path: str) -> tuple[int, ...]:
+    version = os.path.basename(path).split("-")[1]
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+
+
+def pip_refusal(output: str, python: str) -> str:
+    """One line naming the fix when ``output`` is pip refusing to drive ``python``'s version, else ``""``."""
+    if "does not support python" not in output:
+        return ""
+    return (f"the host's pip refuses {python} and its installation ships no pip wheel for ensurepip: "
+            "reinstall that Python with ensurepip (pyenv and uv do), or run deepgym from an environment "
+            "with `pip install 'pip<26'`")
 
 
 @dataclass(frozen=True)

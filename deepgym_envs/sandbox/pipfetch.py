@@ -77,13 +77,17 @@ def fetch_sdist(dest: str, requirement: str, *, timeout: float = 300) -> ExecRes
         return sb.exec([sys.executable, "-I", "-c", _SCRIPT(), dest, "--sdist", requirement], timeout=timeout)
 
 
-def install(sb: BuildSandbox, python: str, args: list[str], *, timeout: float = 900) -> ExecResult:
+def install(sb: BuildSandbox, python: str, args: list[str], *, timeout: float = 900,
+            interpreter: str | None = None, prefetch: Sequence[str] = ()) -> ExecResult:
     """``pip install ARGS`` into ``python``'s environment, in ``sb`` (an offline build sandbox),
     from what fetch steps download: the plain requirements among ``args`` first, then each
-    distribution a round's build reports missing."""
+    distribution a round's build reports missing. The pip is the one ``interpreter`` (the
+    installation the environment was made from) ships (:func:`~.build.pip_argv`). ``prefetch``:
+    requirements the build will ask for (a project's build requirements), fetched in the first
+    round without being installed, which saves a round."""
     version = _python_version(sb, python)
     fetched: set[str] = set()
-    todo = list(dict.fromkeys(requirement_names(args) + listed_requirements(args)))
+    todo = list(dict.fromkeys(requirement_names(args) + listed_requirements(args) + requirement_names(prefetch)))
     complaints: list[str] = []
     result: ExecResult | None = None
     for _ in range(MAX_ROUNDS):
@@ -95,7 +99,8 @@ def install(sb: BuildSandbox, python: str, args: list[str], *, timeout: float = 
             complaints.append(fetch(batch, todo, python_version=version))
             fetched.update(todo)
         links = [f"--find-links={os.path.join(sb.downloads, d)}" for d in sorted(os.listdir(sb.downloads))]
-        result = sb.exec(pip_argv(["install", "--no-input", "-q", *links, *args], python=python), timeout=timeout)
+        result = sb.exec(pip_argv(["install", "--no-input", "-q", *links, *args], python=python,
+                                    interpreter=interpreter), timeout=timeout)
         if result.exit_code == 0 or result.timed_out:
             return result
         todo = [m for m in missing_requirements(result.output) if m not in fetched]
@@ -105,6 +110,30 @@ def install(sb: BuildSandbox, python: str, args: list[str], *, timeout: float = 
     said = [c for c in complaints if c]
     # The build's error names what it missed; why the fetch step did not get it is the useful part.
     return dataclasses.replace(result, stderr=result.stderr + f"\n(fetch step: {said[-1]})") if said else result
+
+
+#: What pip builds a project with when its ``pyproject.toml`` names nothing (or it has none).
+_LEGACY_BUILD = ["setuptools>=40.8.0", "wheel"]
+
+
+def build_requires(tree: Path) -> list[str]:
+    """``[build-system] requires`` of the project in ``tree`` (its ``pyproject.toml`` read on the
+    host, never run), to fetch before pip asks for it."""
+    try:
+        with open_regular(str(tree / "pyproject.toml"), os.O_RDONLY, "pyproject.toml") as fh:
+            text = fh.read(_LIST_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ToolError):
+        return _LEGACY_BUILD
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        from pip._vendor import tomli as tomllib
+    try:
+        table = tomllib.loads(text).get("build-system")
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return _LEGACY_BUILD
+    requires = table.get("requires", _LEGACY_BUILD) if isinstance(table, dict) else _LEGACY_BUILD
+    return [r for r in requires if isinstance(r, str)] if isinstance(requires, list) else _LEGACY_BUILD
 
 
 def missing_requirements(output: str) -> list[str]:
