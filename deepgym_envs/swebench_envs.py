@@ -124,7 +124,9 @@ def declared_requirements(read: Reader) -> list[str]:
     """The run-time requirements a project declares, from its files as ``read(path)`` gives them
     (``None``: not there): ``setup.cfg`` ``[options] install_requires``, ``pyproject.toml``
     ``[project] dependencies``, a literal ``install_requires`` list in ``setup.py`` (read as a syntax
-    tree, never run) and ``requirements.txt``. Only plain ``name[extras]<specifier>`` lines (a marker
+    tree, never run): what the harness's ``pip install -e .`` enforces. Not ``requirements.txt``,
+    which pip does not read there and which often lists a project's own tools of its day (requests'
+    2014 file asks for ``pexpect-u``, which no longer builds). Only plain ``name[extras]<specifier>`` lines (a marker
     allowed) are kept: no URL, path or option.
 
     >>> declared_requirements({"setup.cfg": "[options]\\ninstall_requires =\\n  astroid>=2.12.2,<=2.14.0-dev0\\n"}.get)
@@ -149,9 +151,6 @@ def declared_requirements(read: Reader) -> list[str]:
     text = read("setup.py")
     if text:
         lines += _literal_install_requires(text)
-    text = read("requirements.txt")
-    if text:
-        lines += [line.split(" #", 1)[0] for line in text.splitlines()]
     out: dict[str, str] = {}
     for line in lines:
         try:
