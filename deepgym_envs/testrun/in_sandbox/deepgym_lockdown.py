@@ -51,6 +51,7 @@ _CTYPES_EVENTS = ("ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctype
                   "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.create_string_buffer",
                   "ctypes.create_unicode_buffer", "ctypes.call_function")
 LIBRARY, PROJECT, TESTS = 0, 1, 2
+_CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE: what types.coroutine sets
 #: Functions of installed packages that read the caller's frame only to decide something small
 #: (a module name, whether to use real time, a warning's stack level) and hand no frame back:
 #: function name -> the end of its file's path. Allowed to everyone, as the stdlib's consumers are.
@@ -290,7 +291,7 @@ def seal(workspace, support, test_files, compiled, allow=(), holders=(), not_tes
     import _pytest.assertion.rewrite as rewrite
 
     vet = _vetting(workspace, not_tests, rewrite, kind)
-    state = _make_hook(kind, by_name, consumers, store, frozenset(allow), (vet, register))
+    state = _make_hook(kind, by_name, consumers, store, frozenset(allow), (vet, register), workspace)
     _route_imports(rewrite, store, state)
     sys.addaudithook(state.pop("hook"))  # from here on it lives in the interpreter's list alone
 
@@ -509,7 +510,7 @@ def _provenance():
     return reads, calls, direct_call
 
 
-def _make_hook(kind, by_name, consumers, store, allow, vetting):
+def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
     """The audit hook: a table from event to check; each check raises to refuse."""
     import _thread
 
@@ -521,6 +522,9 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
     state = {}
 
     decided = [None]  # the frame that decided the last question: named in a refusal
+
+    def in_workspace(name):
+        return isinstance_(name, str_) and isabs(name) and _under(realpath(name), workspace)
 
     def installed_consumer(code):
         """An installed package's function that reads its caller's frame only for a name or a bool
@@ -557,11 +561,11 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
                 return False
         return True
 
-    def refuse(what, capability, exc=Refused):
+    def refuse(what, capability, exc=Refused, advice=""):
         where, decided[0] = decided[0], None
         place = f", asked from {where.f_code.co_filename}:{where.f_lineno}" if where is not None else ""
         message = (f"deepgym: {what} is refused to the code under test during grading "
-                   f"(capability '{capability}'{place})")
+                   f"(capability '{capability}'{place})" + (f"; {advice}" if advice else ""))
         try:
             write(2, (message + "\n").encode())
         except OSError:
@@ -591,8 +595,28 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
                 refuse("the code object of a test", "code")
 
     def on_setattr(event, args, frame):
-        if args[1] == "__code__" and by_project(frame, "code"):
+        if args[1] == "__code__" and not harmless_code_swap(args[0], args[2]) and by_project(frame, "code"):
             refuse("replacing a function's code", "code")
+
+    def harmless_code_swap(fn, new):
+        """Whether giving ``fn`` the code ``new`` hands no one anything: the project's own function
+        (a file of the workspace, not a test-side module's) getting the project's code, which it
+        could as well have written in that file; or any function's code marked as an iterable
+        coroutine and otherwise the same object's twin (``types.coroutine``, which the standard
+        library applies to its own generators when ``asyncio`` is first imported, maybe under
+        the project's import)."""
+        if not isinstance_(fn, function_type) or type(new) is not code_type:
+            return False
+        old = fn.__code__
+        if old.co_flags ^ new.co_flags == _CO_ITERABLE_COROUTINE:
+            return (new.co_filename == old.co_filename and new.co_name == old.co_name
+                    and getattr(new, "co_qualname", None) == getattr(old, "co_qualname", None)
+                    and len(new.co_consts) == len(old.co_consts)
+                    and all(a is b for a, b in zip(new.co_consts, old.co_consts) if type(a) is code_type)
+                    and new == old.replace(co_flags=new.co_flags))
+        scope = fn.__globals__
+        return (kind(old) == PROJECT and kind(new) == PROJECT and in_workspace(old.co_filename)
+                and test_scopes.get(id(scope)) is not scope)
 
     def on_compile(event, args, frame):
         name = args[1] if len(args) > 1 else None
@@ -631,7 +655,18 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
     def on_import(event, args, frame):
         module = args[0]
         if isinstance_(module, str_) and module.partition(".")[0] in _RAW_MODULES and by_project(frame, "ctypes"):
+            by = importer(frame)
+            if by is not None and kind(by.f_code) == LIBRARY:  # not the change's own import: say how to grant it
+                refuse(f"importing {module} for {by.f_code.co_filename}:{by.f_lineno} (installed code the code "
+                       "under test imported)",
+                       "ctypes", RefusedImport, 'a task whose environment needs it keeps it with "trust": ["ctypes"]')
             refuse(f"importing {module}", "ctypes", RefusedImport)
+
+    def importer(frame):
+        """The frame whose code asked for the import: the first outside the import system's."""
+        while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+            frame = frame.f_back
+        return frame
 
     def on_open(event, args, frame):
         path = args[0]
