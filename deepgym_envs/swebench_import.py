@@ -184,6 +184,8 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
         spec = spec_for(row["repo"], str(row.get("version") or ""), has_src=has_src)
         row.update(repo_path=f"repos/{dest_name}", python_env=spec.python_env(host_python),
                    test_cmd=list(spec.test_cmd), harness="swebench", deepgym_spec=spec.key)
+        if spec.trust:  # what the environment's packages need at import (validate lists the relaxed tasks)
+            row["trust"] = sorted({*row.get("trust", ()), *spec.trust})
         reason = "" if spec.key != "generic" else (
             f"{row['repo']} version {row.get('version')!r} is not in deepgym's spec table: the generic spec "
             "(deepgym's Python, pytest only) is used; if its tests need packages, set python_env in the row")

@@ -13,6 +13,10 @@ that are pure Python (or close to it), so a row imports with no hand edits
   installed, so a fix takes effect at once: this is our install step, and why only projects
   whose import needs no build (no compiled extension, no generated version file) are listed;
 * ``test_cmd`` — extra pytest arguments; the test files come from the row's ``test_patch``;
+* ``trust`` — capabilities of the seal (:data:`deepgym_envs.tasks.TRUST_CAPABILITIES`) the
+  environment's own packages need at import, copied into each row's ``trust``: pandas 2 imports
+  ``ctypes`` unconditionally, so a project importing it is graded with ``ctypes`` kept (what that
+  gives up: the README's section on the seal);
 * ``parser`` — how the row's test ids name tests: ``pytest`` is SWE-bench's ``parse_log_pytest``
   (ids cut at the first space, as its log lines are split; an absolute-path parameter cut to its
   last component, as ``parse_log_pytest_options`` does for requests, pydicom and pylint);
@@ -76,6 +80,8 @@ class RepoSpec:
     notes: str = ""
     environ: tuple[tuple[str, str], ...] = ()
     """Variables the official harness sets for the tests (``SYMPY_USE_CACHE=no``: bin/test -C)."""
+    trust: tuple[str, ...] = ()
+    """Capabilities of the seal its packages need at import (pandas >= 2: ``ctypes``)."""
 
     def python_env(self, host_python: str) -> dict[str, Any]:
         """The row's ``python_env`` field for this spec."""
@@ -97,6 +103,7 @@ class _Line:
     extra: dict[str, tuple[str, ...]] = field(default_factory=dict)
     parser: str = "pytest"
     environ: tuple[tuple[str, str], ...] = ()
+    trust: tuple[str, ...] = ()
 
 
 def _v(*names: str) -> tuple[str, ...]:
@@ -192,7 +199,7 @@ _TABLE: dict[str, list[_Line]] = {
     "pvlib/pvlib-python": [
         _Line(_v("0.8", "0.9"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
                                         "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2"),
-              notes="its conftest imports pkg_resources (setuptools)"),
+              notes="its conftest imports pkg_resources (setuptools)", trust=("ctypes",)),  # pandas 2
     ],
 }
 
@@ -214,5 +221,5 @@ def spec_for(repo: str, version: str, *, has_src: bool = False) -> RepoSpec:
             reqs = line.extra.get(version, line.requirements)
             return RepoSpec(key=f"{repo}@{version}", python=line.python, requirements=reqs,
                             pythonpath=line.pythonpath, test_cmd=line.test_cmd, parser=line.parser,
-                            notes=line.notes, environ=line.environ)
+                            notes=line.notes, environ=line.environ, trust=line.trust)
     return RepoSpec(key="generic", requirements=(), pythonpath=("src",) if has_src else (".",), notes=GENERIC.notes)
