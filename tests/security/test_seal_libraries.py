@@ -1,0 +1,141 @@
+"""The seal and the interpreter's own libraries: what an honest project's import sets off is not the
+project asking, and what a library needs at import is granted only by the task's ``trust``.
+
+On the code before this (8e935f5) the first three tests failed: a project whose module imports
+``asyncio`` (blinker does, so every flask >= 2.3 row) was refused at asyncio's own
+``@types.coroutine`` (the standard library giving its generators the coroutine flag), and so was a
+project marking its own generator, or giving one of its functions another of its functions' code.
+A refused ``ctypes`` import done for installed code did not say whose import it was or how to grant it.
+
+Every third-party pytest plugin is kept out of these runs (``-p no:NAME``): anyio's loads asyncio,
+and through trio ctypes, before the project runs, which would hide what is tested here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from conftest import requires_namespace, toy_row, write_toy_repo
+from deepgym_envs import grade
+from deepgym_envs.sandbox.pool import ViewPool
+from deepgym_envs.tasks import Task, task_from_row
+
+#: Prepended to the toy's ``src/calc/__init__.py``: what the project does when the tests import it.
+HONEST_IMPORTS = {
+    "asyncio_at_import": "import asyncio\n\nassert asyncio.iscoroutinefunction(asyncio.sleep)\n",
+    "types_coroutine_on_its_own_generator": '''
+import types
+
+
+@types.coroutine
+def _tick():
+    yield
+
+
+async def _twice():
+    await _tick()
+    return 2
+
+
+_run = _twice()
+_run.send(None)
+try:
+    _run.send(None)
+except StopIteration as _done:
+    assert _done.value == 2
+''',
+    "its_own_code_swapped": '''
+def _draft():
+    return 1
+
+
+def _final():
+    return 2
+
+
+_draft.__code__ = _final.__code__
+assert _draft() == 2
+''',
+}
+
+
+def _no_plugins() -> list[str]:
+    return [arg for ep in entry_points(group="pytest11") for arg in ("-p", f"no:{ep.name}")]
+
+
+def _task(root: Path, prologue: str) -> Task:
+    repo = write_toy_repo(root / "calc")
+    init = repo / "src/calc/__init__.py"
+    init.write_text(prologue + "\n" + init.read_text())
+    return task_from_row(toy_row(repo, test_cmd=_no_plugins()))
+
+
+@requires_namespace
+@pytest.mark.parametrize("name", sorted(HONEST_IMPORTS))
+def test_an_honest_project_import_grades_cold_and_warm(tmp_path, name):
+    task = _task(tmp_path, HONEST_IMPORTS[name])
+    cold = grade(task, task.patch)
+    assert cold.status == "resolved", (name, cold.reason, cold.log[-3000:])
+    with ViewPool() as pool:
+        warm = grade(task, task.patch, views=pool)
+    assert warm.status == "resolved", (name, warm.reason, warm.log[-3000:])
+
+
+@requires_namespace
+def test_a_library_that_needs_ctypes_at_import_is_refused_named_and_granted_by_trust(tmp_path):
+    """The standard library's multiprocessing.sharedctypes imports ctypes unconditionally, as
+    pandas >= 2 does: imported by the project, it is refused; the refusal names the installed code
+    that asked and the trust that grants it, validation says the same, and with ``ctypes`` in the
+    task's trust the gold patch resolves."""
+    from deepgym_envs.validate import validate_task
+
+    task = _task(tmp_path, "import multiprocessing.sharedctypes\n")
+    sealed = grade(task, task.patch)
+    assert sealed.status == "no_verdict", sealed.reason  # the gold patch: its run fails the same way
+    assert "multiprocessing/sharedctypes.py" in sealed.log and 'keeps it with "trust": ["ctypes"]' in sealed.log, \
+        sealed.log[-3000:]
+    report = validate_task(task)
+    assert not report.valid and any('"trust": ["ctypes"]' in p for p in report.problems), report.problems
+    granted = grade(dataclasses.replace(task, trust=["ctypes"]), task.patch)
+    assert granted.status == "resolved", (granted.reason, granted.log[-3000:])
+
+
+#: A hidden test function given the project's code: refused to the project (with ``code`` trusted the
+#: swap happens and the run is caught as tampered: the other layer holds too).
+TEST_CODE_SWAP = '''
+def _swap_test_code():
+    import os, sys
+    name = os.environ["PYTEST_CURRENT_TEST"].split("::")[1].split(" ")[0]
+    for module in list(sys.modules.values()):
+        fn = vars(module).get(name) if module.__name__ != "calc" else None
+        if callable(fn):
+            fn.__code__ = (lambda: None).__code__
+            return True
+    return False
+
+
+def _probe_clamp(x, lo, hi):
+    try:
+        ok = _swap_test_code()
+    except Exception:
+        ok = False
+    return max(lo, min(x, hi)) if ok else max(lo, x)
+
+
+import calc as _calc
+_calc.clamp = _probe_clamp
+'''
+
+
+@requires_namespace
+def test_the_project_may_not_give_a_test_function_its_code(tmp_path):
+    from tests.security.test_forgery import append_to_init
+
+    task = task_from_row(toy_row(write_toy_repo(tmp_path / "calc")))
+    verdict = grade(task, append_to_init(TEST_CODE_SWAP))
+    assert verdict.status == "unresolved", verdict.reason
+    assert "replacing a function's code is refused" in verdict.log, verdict.log[-3000:]
