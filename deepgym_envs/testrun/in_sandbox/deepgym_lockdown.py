@@ -51,6 +51,7 @@ _CTYPES_EVENTS = ("ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctype
                   "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.create_string_buffer",
                   "ctypes.create_unicode_buffer", "ctypes.call_function")
 LIBRARY, PROJECT, TESTS = 0, 1, 2
+_IMPORTERS = _RAW_MODULES | {"importlib", "_frozen_importlib", "_frozen_importlib_external"}
 _CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE: what types.coroutine sets
 #: Functions of installed packages that read the caller's frame only to decide something small
 #: (a module name, whether to use real time, a warning's stack level) and hand no frame back:
@@ -663,8 +664,9 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
             refuse(f"importing {module}", "ctypes", RefusedImport)
 
     def importer(frame):
-        """The frame whose code asked for the import: the first outside the import system's."""
-        while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        """The frame whose code asked for the import: the first outside the import system and the
+        raw modules themselves (``ctypes`` importing ``_ctypes``)."""
+        while frame is not None and str_(frame.f_globals.get("__name__")).partition(".")[0] in _IMPORTERS:
             frame = frame.f_back
         return frame
 
