@@ -139,3 +139,45 @@ def test_the_project_may_not_give_a_test_function_its_code(tmp_path):
     verdict = grade(task, append_to_init(TEST_CODE_SWAP))
     assert verdict.status == "unresolved", verdict.reason
     assert "replacing a function's code is refused" in verdict.log, verdict.log[-3000:]
+
+
+#: Raw memory without importing anything: the harness's own use of ctypes (``prctl``, Landlock) leaves
+#: ``_ctypes``'s types alive in every sealed process, found by walking ``type.__subclasses__``
+#: (no audit event); ``c_char_p(address).value`` reads memory and a pointer type made from
+#: ``_Pointer`` indexes it for writing, with no audit event either.
+RAW_MEMORY_BY_SUBCLASSES = '''
+def _raw_read():
+    import sys
+    seen, todo = set(), [object]
+    while todo:
+        for sub in type.__subclasses__(todo.pop()):
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+    found = {c.__name__: c for c in seen}
+    secret = b"the hidden answer"
+    return found["c_char_p"](id(secret) + sys.getsizeof(b"") - 1).value == secret
+
+
+def _probe_clamp(x, lo, hi):
+    try:
+        ok = _raw_read()
+    except Exception:
+        ok = False
+    return max(lo, min(x, hi)) if ok else max(lo, x)
+
+
+import calc as _calc
+_calc.clamp = _probe_clamp
+'''
+
+
+@requires_namespace
+@pytest.mark.xfail(strict=True, reason="open: the harness loads _ctypes in the sealed process (prctl, Landlock); "
+                                       "its types stay reachable through type.__subclasses__")
+def test_raw_memory_is_out_of_reach_without_importing_ctypes(tmp_path):
+    from tests.security.test_forgery import append_to_init
+
+    task = task_from_row(toy_row(write_toy_repo(tmp_path / "calc")))
+    verdict = grade(task, append_to_init(RAW_MEMORY_BY_SUBCLASSES))
+    assert verdict.status == "unresolved", verdict.reason
