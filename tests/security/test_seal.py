@@ -70,6 +70,15 @@ def _works():
     exec(compile("def f():\\n    return sys._getframe(3)\\n", sys.argv[0], "exec"), ns)
     return ns["f"]() is not None
 '''),
+    "forged_installed_consumer": ("frames", '''
+def _works():
+    import os, sys  # code claiming to be freezegun's frame-reading helper, in the installation's site-packages
+    site = [p for p in sys.path if p.endswith("site-packages")][0]
+    ns = {"sys": sys}
+    src = "def _should_use_real_time():\\n    return sys._getframe(2)\\n"
+    exec(compile(src, os.path.join(site, "freezegun", "api.py"), "exec"), ns)
+    return ns["_should_use_real_time"]() is not None
+'''),
     "marshal_code": ("code", '''
 def _works():
     import marshal, sys

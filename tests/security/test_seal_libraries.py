@@ -181,3 +181,58 @@ def test_raw_memory_is_out_of_reach_without_importing_ctypes(tmp_path):
     task = task_from_row(toy_row(write_toy_repo(tmp_path / "calc")))
     verdict = grade(task, append_to_init(RAW_MEMORY_BY_SUBCLASSES))
     assert verdict.status == "unresolved", verdict.reason
+
+
+#: An installed package's function the seal lets read its caller's frame (freezegun's "is my caller
+#: ignored?"), as an installed file; the project may call it, but code it compiles under that
+#: function's name and file is not it (on 8e935f5 the forgery got the calling test's frame).
+CONSUMER_FILE = "import sys\n\n\ndef _should_use_real_time():\n    return sys._getframe(1).f_globals.get('__name__') == '?'\n"
+CONSUMER_PROJECT = '''
+import sys
+
+import freezegun.api as api
+
+
+def genuine():
+    return api._should_use_real_time() is False
+
+
+def forged():
+    ns = {"sys": sys}
+    exec(compile("def _should_use_real_time():\\n    return sys._getframe(1)\\n", api.__file__, "exec"), ns)
+    return ns["_should_use_real_time"]()
+'''
+CONSUMER_TESTS = '''
+import pytest
+
+
+def test_the_installed_function_reads_its_callers_module_name():
+    import pkg
+    assert pkg.genuine()
+
+
+def test_code_compiled_under_its_name_and_file_gets_no_frame():
+    import pkg
+    with pytest.raises(ValueError, match="refused"):
+        pkg.forged()
+'''
+
+
+def test_only_the_installed_file_s_own_code_is_an_allowed_frame_reader(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import deepgym_envs.testrun
+
+    runner = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_pytest.py"
+    lib, work = tmp_path / "lib", tmp_path / "work"
+    for path, text in {lib / "freezegun/__init__.py": "", lib / "freezegun/api.py": CONSUMER_FILE,
+                       work / "pkg/__init__.py": CONSUMER_PROJECT, work / "tests/test_it.py": CONSUMER_TESTS}.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    env = {"PYTHONPATH": f"{work}{os.pathsep}{lib}", "DEEPGYM_SEAL": "1", "PATH": os.environ.get("PATH", ""),
+           "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(runner), "-q", "-p", "no:cacheprovider", *_no_plugins(),
+                          "tests/test_it.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])

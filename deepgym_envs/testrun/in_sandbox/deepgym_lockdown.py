@@ -527,11 +527,29 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
     def in_workspace(name):
         return isinstance_(name, str_) and isabs(name) and _under(realpath(name), workspace)
 
+    genuine = {}  # (file, function name) -> the function's code objects as that file compiles
+
     def installed_consumer(code):
         """An installed package's function that reads its caller's frame only for a name or a bool
-        (``_INSTALLED_CONSUMERS``): installed, so not the change's; its file is not in the workspace."""
+        (``_INSTALLED_CONSUMERS``): installed, so not the change's; its file is not in the workspace.
+        The code must be what the installed file compiles to (by value: bytecode, constants, names),
+        not code the project compiled under that file's name and the function's."""
         suffix = _INSTALLED_CONSUMERS.get(code.co_name)
-        return suffix is not None and code.co_filename.endswith(suffix)
+        if suffix is None or not code.co_filename.endswith(suffix):
+            return False
+        key = (code.co_filename, code.co_name)
+        found = genuine.get(key)
+        if found is None:
+            found = genuine[key] = compiled_from(*key)
+        return code in found
+
+    def compiled_from(path, name):
+        try:
+            with open(path, "rb") as fh:
+                top = compile(fh.read(), path, "exec", dont_inherit=True)
+        except (OSError, SyntaxError, ValueError):
+            return ()
+        return tuple(c for c in _all_codes([top]) if c.co_name == name)
     reads, calls, direct_call = _provenance()
 
     def asker(frame, allowed=frozenset()):
