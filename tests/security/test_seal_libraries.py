@@ -7,8 +7,9 @@ On the code before this (8e935f5) the first three tests failed: a project whose 
 project marking its own generator, or giving one of its functions another of its functions' code.
 A refused ``ctypes`` import done for installed code did not say whose import it was or how to grant it.
 
-Every third-party pytest plugin is kept out of these runs (``-p no:NAME``): anyio's loads asyncio,
-and through trio ctypes, before the project runs, which would hide what is tested here.
+Graded runs load no installed pytest plugin (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``); the direct run of
+the runner here keeps them out with ``-p no:NAME`` (anyio's loads asyncio, and through trio ctypes,
+before the project runs).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def _task(root: Path, prologue: str) -> Task:
     repo = write_toy_repo(root / "calc")
     init = repo / "src/calc/__init__.py"
     init.write_text(prologue + "\n" + init.read_text())
-    return task_from_row(toy_row(repo, test_cmd=_no_plugins()))
+    return task_from_row(toy_row(repo))
 
 
 @requires_namespace
