@@ -142,12 +142,12 @@ def test_the_project_may_not_give_a_test_function_its_code(tmp_path):
     assert "replacing a function's code is refused" in verdict.log, verdict.log[-3000:]
 
 
-#: Raw memory without importing anything: the harness's own use of ctypes (``prctl``, Landlock) leaves
-#: ``_ctypes``'s types alive in every sealed process, found by walking ``type.__subclasses__``
-#: (no audit event); ``c_char_p(address).value`` reads memory and a pointer type made from
-#: ``_Pointer`` indexes it for writing, with no audit event either.
+#: Raw memory without importing anything: where the seal's own prctl and Landlock calls went through
+#: ctypes in the graded process (8e935f5), ``_ctypes``'s types stayed there, found by walking
+#: ``type.__subclasses__`` (no audit event); ``c_char_p(address).value`` reads memory and a pointer
+#: type made from ``_Pointer`` indexes it for writing, with no audit event either.
 RAW_MEMORY_BY_SUBCLASSES = '''
-def _raw_read():
+def _works():
     import sys
     seen, todo = set(), [object]
     while todo:
@@ -158,11 +158,26 @@ def _raw_read():
     found = {c.__name__: c for c in seen}
     secret = b"the hidden answer"
     return found["c_char_p"](id(secret) + sys.getsizeof(b"") - 1).value == secret
-
+'''
+#: What the first stage must still give: not dumpable, so what the process starts cannot open its memory.
+DUMPABLE = '''
+def _works():
+    import os
+    return os.stat("/proc/self/mem").st_uid == os.geteuid()
+'''
+#: Landlock from the first stage: no file under /proc opened for writing, through any name.
+PROC_WRITE = '''
+def _works():
+    import os
+    proc = os.open("/proc", os.O_RDONLY)
+    os.close(os.open("self/mem", os.O_RDWR, dir_fd=proc))
+    return True
+'''
+PROBE_TAIL = '''
 
 def _probe_clamp(x, lo, hi):
     try:
-        ok = _raw_read()
+        ok = _works()
     except Exception:
         ok = False
     return max(lo, min(x, hi)) if ok else max(lo, x)
@@ -174,14 +189,22 @@ _calc.clamp = _probe_clamp
 
 
 @requires_namespace
-@pytest.mark.xfail(strict=True, reason="open: the harness loads _ctypes in the sealed process (prctl, Landlock); "
-                                       "its types stay reachable through type.__subclasses__")
-def test_raw_memory_is_out_of_reach_without_importing_ctypes(tmp_path):
+@pytest.mark.parametrize("probe", ["RAW_MEMORY_BY_SUBCLASSES", "DUMPABLE", "PROC_WRITE"])
+def test_no_ctypes_in_the_graded_process_and_the_kernel_still_holds_cold_and_warm(tmp_path, probe):
+    """The seal's kernel settings come from a first stage (deepgym_stage.py) that then executes the
+    runner, so the graded process never loads ctypes; it is still not dumpable and still cannot open
+    /proc files for writing, cold and on the warm server. RAW_MEMORY_BY_SUBCLASSES resolved the toy
+    on 8e935f5."""
     from tests.security.test_forgery import append_to_init
 
     task = task_from_row(toy_row(write_toy_repo(tmp_path / "calc")))
-    verdict = grade(task, append_to_init(RAW_MEMORY_BY_SUBCLASSES))
-    assert verdict.status == "unresolved", verdict.reason
+    patch = append_to_init(globals()[probe] + PROBE_TAIL)
+    cold = grade(task, patch)
+    assert cold.status == "unresolved", (probe, cold.reason)
+    with ViewPool() as pool:
+        warm = grade(task, patch, views=pool)
+        assert warm.status == "unresolved", (probe, warm.reason)
+        assert grade(task, task.patch, views=pool).status == "resolved"  # the warm server served honestly
 
 
 #: An installed package's function the seal lets read its caller's frame (freezegun's "is my caller

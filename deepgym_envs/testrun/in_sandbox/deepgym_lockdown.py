@@ -222,6 +222,14 @@ def _purge_raw_modules(holders):
             del namespace[key]
 
 
+def _not_dumpable():
+    """Whether this process is not dumpable already: its ``/proc`` files then belong to root."""
+    try:
+        return os.geteuid() != 0 and os.stat("/proc/self/mem").st_uid != os.geteuid()
+    except OSError:
+        return False
+
+
 def _undumpable():
     """Not dumpable: no other process (one the project starts) may open this one's memory."""
     try:
@@ -283,8 +291,13 @@ def seal(workspace, support, test_files, compiled, allow=(), holders=(), not_tes
     store = _read_sealed(sorted(set(test_files)), compiled)
     if "source" not in allow:  # tests that print their own source (in tracebacks they compare) keep it
         _blank(store)  # before the clock mark: blanking may re-create a file, which changes its folder
-    _undumpable()
-    _no_proc_writes()
+    # Done by the first stage (deepgym_stage.py) where it could: ctypes here would leave _ctypes's
+    # types in this process for the code under test to find.
+    staged = os.environ.pop("DEEPGYM_STAGED", "").split(",")
+    if "undumpable" not in staged or not _not_dumpable():
+        _undumpable()
+    if "landlock" not in staged:
+        _no_proc_writes()
     kind, by_name, register = _classifier(workspace, support, _all_codes(
         [c for entry in store.values() for c in entry[:2] if c is not None]), frozenset(store))
     consumers = _consumers()
