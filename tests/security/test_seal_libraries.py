@@ -260,3 +260,31 @@ def test_only_the_installed_file_s_own_code_is_an_allowed_frame_reader(tmp_path)
     out = subprocess.run([sys.executable, str(runner), "-q", "-p", "no:cacheprovider", *_no_plugins(),
                           "tests/test_it.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
+
+
+#: The project reaching ctypes that the tests' side imported (numpy imports it, guarded): a module in
+#: sys.modules is imported again with no audit event, and c_char_p reads memory with none either.
+CTYPES_THE_TESTS_IMPORTED = '''
+def _works():
+    import sys
+    ctypes = sys.modules["ctypes"]
+    secret = b"the hidden answer"
+    return ctypes.c_char_p(id(secret) + sys.getsizeof(b"") - 1).value == secret
+'''
+
+
+@requires_namespace
+def test_ctypes_the_tests_side_imported_is_not_the_projects(tmp_path):
+    """A conftest.py that imports numpy (which imports ctypes inside try/except ImportError): on
+    8e935f5 the tests' import was let through and the project read memory through it. Now nobody
+    imports ctypes in a sealed run without the trust; numpy works without it, so the gold patch
+    still resolves."""
+    pytest.importorskip("numpy")
+    from tests.security.test_forgery import append_to_init
+
+    repo = write_toy_repo(tmp_path / "calc")
+    (repo / "tests/conftest.py").write_text("import numpy\n\nassert numpy.arange(3).sum() == 3\n")
+    task = task_from_row(toy_row(repo))
+    assert grade(task, task.patch).status == "resolved"
+    verdict = grade(task, append_to_init(CTYPES_THE_TESTS_IMPORTED + PROBE_TAIL))
+    assert verdict.status == "unresolved", verdict.reason

@@ -685,12 +685,15 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
             refuse(event, "ctypes")
 
     def on_import(event, args, frame):
+        # Refused to whoever asks, the tests' side too: a module once imported is the project's as
+        # well (importing a cached module raises no event, and its types outlive it). numpy's own
+        # import of ctypes expects to fail; a library that needs it (pandas >= 2) needs the trust.
         module = args[0]
-        if isinstance_(module, str_) and module.partition(".")[0] in _RAW_MODULES and by_project(frame, "ctypes"):
+        if isinstance_(module, str_) and module.partition(".")[0] in _RAW_MODULES and "ctypes" not in allow:
+            who = "the tests" if asker(frame) == TESTS else "the code under test"  # and names the frame
             by = importer(frame)
             if by is not None and kind(by.f_code) == LIBRARY:  # not the change's own import: say how to grant it
-                refuse(f"importing {module} for {by.f_code.co_filename}:{by.f_lineno} (installed code the code "
-                       "under test imported)",
+                refuse(f"importing {module} for {by.f_code.co_filename}:{by.f_lineno} (installed code {who} imported)",
                        "ctypes", RefusedImport, 'a task whose environment needs it keeps it with "trust": ["ctypes"]')
             refuse(f"importing {module}", "ctypes", RefusedImport)
 
