@@ -15,8 +15,10 @@ starts, so before any code of the repository runs. From then on:
   forging where code claims to come from (``compile`` or ``code.replace`` naming a file that is not the
   project's, ``marshal.loads`` of code outside the import of a source file), ``gc``'s walks of the heap,
   trace and profile functions (``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``), new audit
-  hooks, ``ctypes`` / ``cffi`` and CPython's test modules (raw memory), and ``/proc/*/mem``. The
-  process is not dumpable, so nothing it starts can read its memory either.
+  hooks, ``ctypes`` / ``cffi`` and CPython's test modules (raw memory: refused to the tests' side
+  too, since a module once loaded is everyone's), and ``/proc/*/mem``. The process is not dumpable,
+  so nothing it starts can read its memory either; ``deepgym_stage.py`` arranges that and Landlock
+  before this process starts, so it never loads ``ctypes`` itself.
 
 *Who asks* is read from the stack: from the frame that raised the event outwards, code of the
 interpreter's installation (the standard library, installed packages) acts for whoever called it and
