@@ -115,7 +115,8 @@ def _works():
 def _works():
     import colorsys, os
     co = colorsys.rgb_to_yiq.__code__
-    colorsys.rgb_to_yiq.__code__ = co.replace(co_flags=co.co_flags | 0x100, co_filename=os.path.abspath("src/calc/ops.py"))
+    other = os.path.abspath("src/calc/ops.py")
+    colorsys.rgb_to_yiq.__code__ = co.replace(co_flags=co.co_flags | 0x100, co_filename=other)
     return True
 '''),
     "coroutine_twin_with_nested_code_from_elsewhere": ("code", '''

@@ -210,7 +210,8 @@ def test_no_ctypes_in_the_graded_process_and_the_kernel_still_holds_cold_and_war
 #: An installed package's function the seal lets read its caller's frame (freezegun's "is my caller
 #: ignored?"), as an installed file; the project may call it, but code it compiles under that
 #: function's name and file is not it (on 8e935f5 the forgery got the calling test's frame).
-CONSUMER_FILE = "import sys\n\n\ndef _should_use_real_time():\n    return sys._getframe(1).f_globals.get('__name__') == '?'\n"
+CONSUMER_FILE = ("import sys\n\n\ndef _should_use_real_time():\n"
+                 "    return sys._getframe(1).f_globals.get('__name__') == '?'\n")
 CONSUMER_PROJECT = '''
 import sys
 
