@@ -220,18 +220,6 @@ _TABLE: dict[str, list[_Line]] = {
         _Line(_v("5.0"), "3.11", (PYTEST, "asgiref==3.8.1", "sqlparse==0.5.1", *DJANGO_TEST_PACKAGES),
               test_cmd=DJANGO_CMD, parser="django", notes=DJANGO_NOTES),
     ],
-    "pvlib/pvlib-python": [
-        _Line(_v("0.8", "0.9"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
-                                        "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
-                                        "pytest-mock==3.14.0"),
-              plugins=("pytest_mock",),
-              notes="its conftest imports pkg_resources (setuptools); its tests use pytest-mock's mocker"),
-        # The harness installs the same conda packages for every version; 0.7 kept apart so its pins can move.
-        _Line(_v("0.7"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
-                                 "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
-                                 "pytest-mock==3.14.0"),
-              plugins=("pytest_mock",), notes="as 0.8-0.9"),
-    ],
     # The harness: Python 3.9, matplotlib 3.7.2 / numpy 1.25.2 / scipy 1.11.2, pandas 1.3.5 for 0.11 and
     # 2.0.0 for 0.12-0.13, `pip install -e .[dev]` (linters and pytest plugins the tests do not load).
     "mwaskom/seaborn": [
@@ -282,6 +270,18 @@ _TABLE: dict[str, list[_Line]] = {
                "pathspec==0.11.2", "tblib==2.0.0", "regex==2023.10.3", "tqdm==4.66.1", "hypothesis==6.88.1",
                "attrs==23.1.0", "sortedcontainers==2.4.0", "setuptools==68.2.2"), ("src",),
               notes="requirements_dev.txt's test packages only (no linters, no dbt templater)"),
+    ],
+    "pvlib/pvlib-python": [
+        # The harness installs the same conda packages for every version; 0.7 kept apart so its pins can move.
+        _Line(_v("0.7"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
+                                 "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
+                                 "pytest-mock==3.14.0"),
+              plugins=("pytest_mock",), notes="as 0.8-0.9"),
+        _Line(_v("0.8", "0.9"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
+                                        "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
+                                        "pytest-mock==3.14.0"),
+              plugins=("pytest_mock",),
+              notes="its conftest imports pkg_resources (setuptools); its tests use pytest-mock's mocker"),
     ],
 }
 
