@@ -74,7 +74,8 @@ SEABORN_PACKAGES = ("contourpy==1.1.0", "cycler==0.11.0", "fonttools==4.42.1", "
 XARRAY_PACKAGES = ("numpy==1.21.6", "pandas==1.5.3", "scipy==1.11.1", "packaging==23.1", "python-dateutil==2.8.2",
                    "pytz==2023.3", "six==1.16.0", "setuptools==68.0.0", "dask==2022.8.1", "cloudpickle==2.2.1",
                    "fsspec==2023.9.2", "partd==1.4.1", "locket==1.0.0", "toolz==0.12.0", "PyYAML==6.0.1",
-                   "bottleneck==1.3.7", "cftime==1.6.2", "matplotlib==3.7.2",
+                   "bottleneck==1.3.7", "cftime==1.6.2", "matplotlib==3.7.2", "contourpy==1.1.0",
+                   "cycler==0.11.0", "fonttools==4.42.1", "kiwisolver==1.4.5", "pillow==10.0.0", "pyparsing==3.0.9",
                    "setuptools-scm==7.1.0", "typing-extensions==4.7.1")
 #: Sphinx's [test] extra and the run-time packages every line shares.
 SPHINX_TEST_PACKAGES = ("html5lib==1.1", "six==1.16.0", "webencodings==0.5.1", "Cython==0.29.36",
