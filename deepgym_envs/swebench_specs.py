@@ -65,6 +65,32 @@ DJANGO_TEST_PACKAGES = ("argon2-cffi==23.1.0", "argon2-cffi-bindings==21.2.0", "
 DJANGO_TEST_PACKAGES_PY37 = ("argon2-cffi==21.3.0", "argon2-cffi-bindings==21.2.0", "cffi==1.15.1", "pycparser==2.21",
                              "bcrypt==4.0.1", "docutils==0.19", "Jinja2==2.11.3", "MarkupSafe==1.1.1",
                              "numpy==1.21.6", "Pillow==9.5.0", "PyYAML==6.0.1", "tblib==2.0.0", "tzdata==2024.1")
+#: seaborn's run-time packages as the harness pins them (pandas per line).
+SEABORN_PACKAGES = ("contourpy==1.1.0", "cycler==0.11.0", "fonttools==4.42.1", "importlib-resources==6.0.1",
+                    "kiwisolver==1.4.5", "matplotlib==3.7.2", "numpy==1.25.2", "packaging==23.1", "pillow==10.0.0",
+                    "pyparsing==3.0.9", "python-dateutil==2.8.2", "pytz==2023.3.post1", "scipy==1.11.2",
+                    "six==1.16.0", "tzdata==2023.1", "zipp==3.16.2")
+#: xarray's: the harness's pip pins, and of its environment.yml what installs from wheels and
+#: grows the tests that run (dask, bottleneck, cftime, matplotlib). numpy 1.21.6, not the harness's
+#: 1.23.0: numpy 1.22-1.24 replace their functions' ``__code__`` at import, which the seal refuses
+#: when the project's import runs it. setuptools-scm: 0.16-2022 set-up commits name it in
+#: ``setup_requires``, which the offline install of the project cannot fetch.
+XARRAY_PACKAGES = ("numpy==1.21.6", "pandas==1.5.3", "scipy==1.11.1", "packaging==23.1", "python-dateutil==2.8.2",
+                   "pytz==2023.3", "six==1.16.0", "setuptools==68.0.0", "dask==2022.8.1", "cloudpickle==2.2.1",
+                   "fsspec==2023.9.2", "partd==1.4.1", "locket==1.0.0", "toolz==0.12.0", "PyYAML==6.0.1",
+                   "bottleneck==1.3.7", "cftime==1.6.2", "matplotlib==3.7.2", "contourpy==1.1.0",
+                   "cycler==0.11.0", "fonttools==4.42.1", "kiwisolver==1.4.5", "pillow==10.0.0", "pyparsing==3.0.9",
+                   "setuptools-scm==7.1.0", "typing-extensions==4.7.1")
+#: Sphinx's [test] extra and the run-time packages every line shares.
+SPHINX_TEST_PACKAGES = ("html5lib==1.1", "six==1.16.0", "webencodings==0.5.1", "Cython==0.29.36",
+                        "imagesize==1.4.1", "snowballstemmer==2.2.0", "requests==2.31.0", "urllib3==2.0.7",
+                        "idna==3.4", "charset-normalizer==3.3.2", "certifi==2023.7.22", "packaging==23.1",
+                        "setuptools==68.0.0", "pytz==2023.3")
+#: The sphinxcontrib helpers' last releases that install beside any Sphinx (later ones require
+#: Sphinx >= 5); the harness caps them at these or a few releases more.
+SPHINX_HELPERS_OLD = ("sphinxcontrib-applehelp==1.0.4", "sphinxcontrib-devhelp==1.0.2",
+                      "sphinxcontrib-htmlhelp==2.0.1", "sphinxcontrib-jsmath==1.0.1", "sphinxcontrib-qthelp==1.0.3",
+                      "sphinxcontrib-serializinghtml==1.1.5")
 DJANGO_NOTES = "runtests.py's set-up under pytest; tests that need a service (memcached, redis, selenium) skip"
 
 
@@ -202,7 +228,63 @@ _TABLE: dict[str, list[_Line]] = {
         _Line(_v("5.0"), "3.11", (PYTEST, "asgiref==3.8.1", "sqlparse==0.5.1", *DJANGO_TEST_PACKAGES),
               test_cmd=DJANGO_CMD, parser="django", notes=DJANGO_NOTES),
     ],
+    # The harness: Python 3.9, matplotlib 3.7.2 / numpy 1.25.2 / scipy 1.11.2, pandas 1.3.5 for 0.11 and
+    # 2.0.0 for 0.12-0.13, `pip install -e .[dev]` (linters and pytest plugins the tests do not load).
+    "mwaskom/seaborn": [
+        _Line(_v("0.11"), "3.9", (*PYTEST_BELOW_311, *SEABORN_PACKAGES, "pandas==1.3.5"),
+              notes="the harness's pins"),
+        _Line(_v("0.12", "0.13", "0.14"), "3.9", (*PYTEST_BELOW_311, *SEABORN_PACKAGES, "pandas==1.5.3"),
+              notes="pandas 1.5.3 (harness: 2.0.0, which the seal would have to trust with ctypes); "
+                    "the [dev] extra's linters left out"),
+    ],
+    # The harness: Python 3.10, pip pins numpy 1.23.0, pandas 1.5.3, scipy 1.11.1, dask 2022.8.1,
+    # setuptools 68.0.0 over ci/requirements/environment.yml (conda: netCDF4, zarr, cftime, ...).
+    "pydata/xarray": [
+        _Line(_v("0.12", "0.18", "0.19", "0.20", "2022.03", "2022.06", "2022.09", "2022.10", "2022.11",
+                 "2022.12", "2023.01", "2023.02", "2023.03", "2023.04", "2023.05", "2023.06", "2023.07",
+                 "2023.08", "2023.09", "2023.10", "2023.11", "2023.12", "2024.01", "2024.02", "2024.03",
+                 "2024.05", "2024.06", "2024.07"),
+              "3.10", (*PYTEST_BELOW_311, *XARRAY_PACKAGES),
+              notes="the harness's pip pins with the wheels of part of its environment.yml (no netCDF4, "
+                    "zarr, h5netcdf, iris, cfgrib, sparse: tests that need them skip); numpy 1.21.6 (harness: 1.23.0)"),
+    ],
+    # The harness: Python 3.9, `pip install -e .[test]`, run by tox --current-env (pytest -rA); for
+    # 3.0-4.4 it caps Jinja2 < 3, markupsafe <= 2.0.1, alabaster < 0.7.12 and the sphinxcontrib helpers
+    # by editing setup.py. Here the same caps are pins. Its tests load sphinx.testing.fixtures from
+    # their own conftest (pytest_plugins), which autoloading being off does not stop.
+    "sphinx-doc/sphinx": [
+        _Line(_v("3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "4.0", "4.1", "4.2", "4.3", "4.4"), "3.9",
+              (*PYTEST_BELOW_311, *SPHINX_TEST_PACKAGES, *SPHINX_HELPERS_OLD, "Jinja2==2.11.3", "MarkupSafe==2.0.1",
+               "alabaster==0.7.11", "docutils==0.17.1", "Pygments==2.16.1", "Babel==2.13.1"),
+              notes="the harness's setup.py caps as pins; docutils 0.17.1 (harness: the newest the range allows)"),
+        _Line(_v("4.5", "5.0", "5.1", "5.2", "5.3"), "3.9",
+              (*PYTEST_BELOW_311, *SPHINX_TEST_PACKAGES, *SPHINX_HELPERS_OLD, "Jinja2==3.1.2", "MarkupSafe==2.1.3",
+               "alabaster==0.7.13", "docutils==0.18.1", "Pygments==2.16.1", "Babel==2.13.1")),
+        _Line(_v("6.0", "6.1", "6.2", "7.0", "7.1", "7.2", "7.3", "7.4"), "3.9",
+              (*PYTEST_BELOW_311, *SPHINX_TEST_PACKAGES, *SPHINX_HELPERS_OLD, "Jinja2==3.1.2", "MarkupSafe==2.1.3",
+               "alabaster==0.7.13", "docutils==0.20.1", "Pygments==2.16.1", "Babel==2.13.1",
+               "importlib-metadata==6.8.0", "zipp==3.17.0", "filelock==3.12.4"),
+              notes="graphviz (which the harness installs for 7.2) is absent: tests that run dot skip"),
+    ],
+    # The harness: Python 3.9, requirements_dev.txt, `pip install -e .` (its rules and dialects load
+    # through entry points, so the project is installed: install_project). Runtime requirements not
+    # pinned here are resolved from the set-up commit's setup.py.
+    "sqlfluff/sqlfluff": [
+        _Line(_v("0.4", "0.5", "0.6", "0.8", "0.9", "0.10", "0.11", "0.12", "0.13", "1.0", "1.1", "1.2", "1.3",
+                 "1.4", "2.0", "2.1", "2.2", "2.3", "3.0"), "3.9",
+              (*PYTEST_BELOW_311, "click==8.1.7", "colorama==0.4.6", "configparser==6.0.0", "oyaml==1.0",
+               "PyYAML==6.0.1", "Jinja2==3.1.2", "MarkupSafe==2.1.3", "diff-cover==7.7.0", "chardet==5.2.0",
+               "Pygments==2.16.1", "typing-extensions==4.8.0", "appdirs==1.4.4", "cached-property==1.5.2",
+               "pathspec==0.11.2", "tblib==2.0.0", "regex==2023.10.3", "tqdm==4.66.1", "hypothesis==6.88.1",
+               "attrs==23.1.0", "sortedcontainers==2.4.0", "setuptools==68.2.2"), ("src",),
+              notes="requirements_dev.txt's test packages only (no linters, no dbt templater)"),
+    ],
     "pvlib/pvlib-python": [
+        # The harness installs the same conda packages for every version; 0.7 kept apart so its pins can move.
+        _Line(_v("0.7"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
+                                 "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
+                                 "pytest-mock==3.14.0"),
+              plugins=("pytest_mock",), notes="as 0.8-0.9"),
         _Line(_v("0.8", "0.9"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
                                         "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
                                         "pytest-mock==3.14.0"),
