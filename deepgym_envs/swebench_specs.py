@@ -284,7 +284,7 @@ _TABLE: dict[str, list[_Line]] = {
         _Line(_v("0.7"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
                                  "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
                                  "pytest-mock==3.14.0"),
-              plugins=("pytest_mock",), notes="as 0.8-0.9"),
+              plugins=("pytest_mock",), notes="as 0.8-0.9", trust=("ctypes",)),  # pandas 2
         _Line(_v("0.8", "0.9"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
                                         "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
                                         "pytest-mock==3.14.0"),
