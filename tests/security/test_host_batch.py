@@ -56,7 +56,7 @@ def test_run_batch_keeps_every_verdict_when_one_grading_raises(monkeypatch):
         return Verdict(status="resolved" if patch == "gold" else "unresolved")
 
     monkeypatch.setattr(batch, "grade", grade)
-    verdicts = run_batch(SimpleNamespace(), ["gold", "boom", ""], workers=2, warm=False)
+    verdicts = run_batch(SimpleNamespace(imported=False), ["gold", "boom", ""], workers=2, warm=False)
     assert [v.status for v in verdicts] == ["resolved", "no_verdict", "unresolved"]
     assert verdicts[1].masked and "RecursionError" in verdicts[1].reason
 
@@ -69,7 +69,7 @@ def test_run_batch_still_fails_fast_on_a_configuration_mistake(monkeypatch):
 
     monkeypatch.setattr(batch, "grade", grade)
     with pytest.raises(DeepgymError, match="unknown sandbox backend"):
-        run_batch(SimpleNamespace(), ["gold", ""], warm=False)
+        run_batch(SimpleNamespace(imported=False), ["gold", ""], warm=False)
 
 
 class _Env(gym.Env):
@@ -181,6 +181,6 @@ def test_ray_batch_keeps_every_verdict_when_one_grading_raises(local_ray, monkey
         return Verdict(status="resolved" if patch == "gold" else "unresolved")
 
     monkeypatch.setattr(ray_batch, "_remote_grade", lambda: grade_or_raise)
-    verdicts = ray_batch.run_batch_ray(SimpleNamespace(repo_path=""), ["gold", "boom", ""], ship_repos=False)
+    verdicts = ray_batch.run_batch_ray(SimpleNamespace(repo_path="", imported=False), ["gold", "boom", ""], ship_repos=False)
     assert [v.status for v in verdicts] == ["resolved", "no_verdict", "unresolved"]
     assert "RecursionError" in verdicts[1].reason
