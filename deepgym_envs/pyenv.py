@@ -63,7 +63,7 @@ from deepgym_envs.sandbox import pipfetch
 from deepgym_envs.sandbox.build import (BuildSandbox, base_python, bundled_pip, pip_argv, pip_refusal,
                                         prepared_pip)
 from deepgym_envs.sandbox.spec import SandboxSpec
-from deepgym_envs.trees import cache_root
+from deepgym_envs.trees import cache_root, pristine_tree
 
 #: Seconds one environment build may take (pip resolving and downloading included).
 BUILD_TIMEOUT = 900
@@ -377,8 +377,6 @@ def sandbox_spec(task: Any, backend: str | None = None) -> SandboxSpec:
     env = PythonEnv.from_dict(raw)
     spec = sandbox_spec_for(env, backend)
     if env.install_project and spec.python_prefix:
-        from deepgym_envs.trees import pristine_tree
-
         prefix = ensure_project(env, Path(spec.python_prefix), pristine_tree(task))
         spec = dataclasses.replace(spec, python_prefix=str(prefix))
     return spec

@@ -83,15 +83,14 @@ def load_env_overrides(path: str | Path) -> EnvOverrides:
 
 def choose_python_env(row: dict[str, Any], spec_env: dict[str, Any], overrides: EnvOverrides | None,
                       file: str, line: int | None,
-                      read: Sequence[Reader] = ()) -> tuple[dict[str, Any], str]:
+                      readers: Sequence[Reader] = ()) -> tuple[dict[str, Any], str]:
     """(the ``python_env`` the imported row gets, a note saying where it came from or ``""``).
 
     ``row`` is the row as published (its own ``python_env`` included), ``spec_env`` the table's.
-    ``read``: readers (``read(path)`` -> text, None where there is none) of the row's base commit
-    and environment set-up commit, whose declared requirements complete the table's
-    (:func:`derive_env`) when neither the row nor an override gives the environment (those are
-    taken as they are). TaskFormatError naming the row's
-    field when the result is not a valid ``python_env``."""
+    ``readers``: of the row's base commit and environment set-up commit, whose declared
+    requirements complete the table's (:func:`derive_env`) when neither the row nor an override
+    gives the environment (those are taken as they are). TaskFormatError naming the row's field
+    when the result is not a valid ``python_env``."""
     spec_env = {**spec_env, "install_project": True}
     own = row.get("python_env")
     found = overrides.lookup(row) if overrides is not None else None
@@ -102,8 +101,8 @@ def choose_python_env(row: dict[str, Any], spec_env: dict[str, Any], overrides: 
         chosen, note = own, "python_env from the row"
     elif found is not None:
         chosen, note = found[1], f"python_env from {overrides.source if overrides else ''} ({found[0]})"
-    elif read and spec_env.get("requirements"):
-        chosen, note = derive_env(spec_env, read)
+    elif readers and spec_env.get("requirements"):
+        chosen, note = derive_env(spec_env, readers)
     else:
         chosen, note = {}, ""
     env = {**spec_env, **chosen}
@@ -115,9 +114,6 @@ def choose_python_env(row: dict[str, Any], spec_env: dict[str, Any], overrides: 
 
 # -- what the environment set-up commit declares --------------------------------------------------
 
-#: Files of the environment set-up commit whose requirements are read (never run): setup.py is
-#: parsed for a literal ``install_requires``, as text.
-SETUP_FILES = ("setup.cfg", "pyproject.toml", "setup.py", "requirements.txt")
 #: Bytes of one such file read; a larger one is skipped.
 SETUP_FILE_BYTES = 1 << 20
 #: ``read(path)``: the text of a file of one commit, or None where it has none.
@@ -128,7 +124,9 @@ def declared_requirements(read: Reader) -> list[str]:
     """The run-time requirements a project declares, from its files as ``read(path)`` gives them
     (``None``: not there): ``setup.cfg`` ``[options] install_requires``, ``pyproject.toml``
     ``[project] dependencies``, a literal ``install_requires`` list in ``setup.py`` (read as a syntax
-    tree, never run) and ``requirements.txt``. Only plain ``name[extras]<specifier>`` lines (a marker
+    tree, never run): what the harness's ``pip install -e .`` enforces. Not ``requirements.txt``,
+    which pip does not read there and which often lists a project's own tools of its day (requests'
+    2014 file asks for ``pexpect-u``, which no longer builds). Only plain ``name[extras]<specifier>`` lines (a marker
     allowed) are kept: no URL, path or option.
 
     >>> declared_requirements({"setup.cfg": "[options]\\ninstall_requires =\\n  astroid>=2.12.2,<=2.14.0-dev0\\n"}.get)
@@ -153,9 +151,6 @@ def declared_requirements(read: Reader) -> list[str]:
     text = read("setup.py")
     if text:
         lines += _literal_install_requires(text)
-    text = read("requirements.txt")
-    if text:
-        lines += [line.split(" #", 1)[0] for line in text.splitlines()]
     out: dict[str, str] = {}
     for line in lines:
         try:

@@ -272,6 +272,8 @@ def _import_one(file: str, line: int, row: dict[str, Any], *, out: Path, repos: 
                                       [r for r in readers if r is not None])
         row.update(repo_path=f"repos/{dest_name}", python_env=env,
                    test_cmd=list(spec.test_cmd), harness="swebench", deepgym_spec=spec.key)
+        if spec.trust:  # what the environment's packages need at import (validate lists the relaxed tasks)
+            row["trust"] = sorted({*row.get("trust", ()), *spec.trust})
         reason = note or _spec_note(row["repo"], str(row.get("version") or ""), spec.key, spec.notes, out)
         if spec.parser != "pytest":
             unmatched = _unmatched_note(translate_ids(row, spec.parser, out / "repos" / dest_name, origin))

@@ -16,6 +16,10 @@ that are pure Python (or close to it), so a row imports with no hand edits
 * ``test_cmd`` — extra pytest arguments; the test files come from the row's ``test_patch``;
 * ``plugins`` — pytest plugins the tests use (``pytest_mock``), loaded with ``-p`` (autoloading is
   off: :mod:`deepgym_envs.testplugins`) and so written into the row's ``test_cmd``;
+* ``trust`` — capabilities of the seal (:data:`deepgym_envs.tasks.TRUST_CAPABILITIES`) the
+  environment's own packages need at import, copied into each row's ``trust``: pandas 2 imports
+  ``ctypes`` unconditionally, so a project importing it is graded with ``ctypes`` kept (what that
+  gives up: the README's section on the seal);
 * ``parser`` — how the row's test ids name tests: ``pytest`` is SWE-bench's ``parse_log_pytest``
   (ids cut at the first space, as its log lines are split; an absolute-path parameter cut to its
   last component, as ``parse_log_pytest_options`` does for requests, pydicom and pylint);
@@ -108,6 +112,8 @@ class RepoSpec:
     """Variables the official harness sets for the tests (``SYMPY_USE_CACHE=no``: bin/test -C)."""
     plugins: tuple[str, ...] = ()
     """pytest plugin modules the tests need (``pytest_mock``); ``test_cmd`` loads each with ``-p``."""
+    trust: tuple[str, ...] = ()
+    """Capabilities of the seal its packages need at import (pandas >= 2: ``ctypes``)."""
 
     def python_env(self, host_python: str) -> dict[str, Any]:
         """The row's ``python_env`` field for this spec."""
@@ -130,6 +136,7 @@ class _Line:
     parser: str = "pytest"
     environ: tuple[tuple[str, str], ...] = ()
     plugins: tuple[str, ...] = ()
+    trust: tuple[str, ...] = ()
 
 
 def _v(*names: str) -> tuple[str, ...]:
@@ -279,12 +286,13 @@ _TABLE: dict[str, list[_Line]] = {
         _Line(_v("0.7"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
                                  "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
                                  "pytest-mock==3.14.0"),
-              plugins=("pytest_mock",), notes="as 0.8-0.9"),
+              plugins=("pytest_mock",), notes="as 0.8-0.9", trust=("ctypes",)),  # pandas 2
         _Line(_v("0.8", "0.9"), "3.9", (*PYTEST_BELOW_311, "numpy==1.26.4", "pandas==2.0.3", "scipy==1.11.4",
                                         "pytz==2023.3", "requests==2.31.0", "h5py==3.9.0", "setuptools==68.2.2",
                                         "pytest-mock==3.14.0"),
               plugins=("pytest_mock",),
-              notes="its conftest imports pkg_resources (setuptools); its tests use pytest-mock's mocker"),
+              notes="its conftest imports pkg_resources (setuptools); its tests use pytest-mock's mocker",
+              trust=("ctypes",)),  # pandas 2
     ],
 }
 
@@ -307,5 +315,6 @@ def spec_for(repo: str, version: str, *, has_src: bool = False) -> RepoSpec:
             loads = tuple(arg for module in line.plugins for arg in ("-p", module))
             return RepoSpec(key=f"{repo}@{version}", python=line.python, requirements=reqs,
                             pythonpath=line.pythonpath, test_cmd=(*loads, *line.test_cmd), parser=line.parser,
-                            notes=line.notes, environ=line.environ, plugins=line.plugins)
+                            notes=line.notes, environ=line.environ, plugins=line.plugins,
+                            trust=line.trust)
     return RepoSpec(key="generic", requirements=(), pythonpath=("src",) if has_src else (".",), notes=GENERIC.notes)

@@ -216,6 +216,21 @@ def test_spec_table_covers_six_repositories():
     assert spec_for("pallets/flask", "2.0").python == "3.9" and spec_for("x/y", "1").key == "generic"
 
 
+def test_a_spec_whose_environment_holds_pandas_2_grants_ctypes():
+    """pandas >= 2 imports ctypes unconditionally (pandas/errors/__init__.py): under the seal a
+    project importing it is refused whatever its change, so such a line keeps ``ctypes`` in its
+    rows' trust; a line without such a package keeps nothing."""
+    from deepgym_envs.swebench_specs import _TABLE
+
+    for repo, lines in _TABLE.items():
+        for line in lines:
+            spec = spec_for(repo, line.versions[0])
+            pandas = [r for r in spec.requirements if r.lower().startswith("pandas==")]
+            needs = any(int(r.split("==")[1].split(".")[0]) >= 2 for r in pandas)
+            assert ("ctypes" in spec.trust) == needs, (spec.key, spec.requirements, spec.trust)
+    assert spec_for("pvlib/pvlib-python", "0.9").trust == ("ctypes",)
+
+
 def test_pylint_2_13_gets_the_toml_its_config_imports():
     # pylint-dev__pylint-5859 (version 2.13): pylint/config/option_manager_mixin.py imports toml, and
     # astroid must be below 2.10 (setup.cfg); the 2.14/2.15 line (tomlkit, astroid 2.11) broke its conftest.

@@ -24,9 +24,15 @@ RUNNER = "deepgym_pytest.py"
 PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
-def runner_argv(sb: Sandbox, args: list[str]) -> list[str]:
-    """The argv that runs pytest with ``args`` through deepgym's runner in ``sb``."""
-    return ["python", f"{sb.support_dir}/{RUNNER}", *args]
+#: The sealed runs' first stage: sets what the seal needs of the kernel, then executes the runner.
+STAGE = "deepgym_stage.py"
+
+
+def runner_argv(sb: Sandbox, args: list[str], *, sealed: bool = False) -> list[str]:
+    """The argv that runs pytest with ``args`` through deepgym's runner in ``sb``; ``sealed``: through
+    the first stage (``in_sandbox/deepgym_stage.py``), so the graded process never loads ctypes."""
+    stage = ["python", "-S", "-I", f"{sb.support_dir}/{STAGE}"] if sealed else ["python"]
+    return [*stage, f"{sb.support_dir}/{RUNNER}", *args]
 
 
 def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = False,
@@ -51,5 +57,5 @@ def run_pytest(sb: Sandbox, args: list[str], timeout: float, *, warm: bool = Fal
     runner = warm_runner(sb, env) if warm else None
     result = runner.run(pytest_args, timeout, env, sb.workdir) if runner is not None else None
     if result is None:
-        result = sb.exec(runner_argv(sb, pytest_args), timeout, env=env, report=True)
+        result = sb.exec(runner_argv(sb, pytest_args, sealed=seal is not None), timeout, env=env, report=True)
     return parse_report(result.report), result

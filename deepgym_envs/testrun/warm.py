@@ -46,6 +46,12 @@ class WarmRunner(ForkServer):
     script = SERVER
     start_timeout = START_TIMEOUT
 
+    @property
+    def python(self) -> tuple[str, ...]:  # type: ignore[override]
+        """Started through the sealed runs' first stage (``in_sandbox/deepgym_stage.py``): Landlock
+        and not dumpable from the start, inherited by every run it forks, with no ctypes loaded."""
+        return ("python", "-S", "-I", f"{self.sandbox.support_dir}/deepgym_stage.py")
+
     def run(self, args: list[str], timeout: float | None, env: dict[str, str], cwd: str) -> ExecResult | None:
         """One pytest run, or None when the server cannot serve it (then run it cold)."""
         if env != self.env:

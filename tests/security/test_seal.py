@@ -70,6 +70,15 @@ def _works():
     exec(compile("def f():\\n    return sys._getframe(3)\\n", sys.argv[0], "exec"), ns)
     return ns["f"]() is not None
 '''),
+    "forged_installed_consumer": ("frames", '''
+def _works():
+    import os, sys  # code claiming to be freezegun's frame-reading helper, in the installation's site-packages
+    site = [p for p in sys.path if p.endswith("site-packages")][0]
+    ns = {"sys": sys}
+    src = "def _should_use_real_time():\\n    return sys._getframe(2)\\n"
+    exec(compile(src, os.path.join(site, "freezegun", "api.py"), "exec"), ns)
+    return ns["_should_use_real_time"]() is not None
+'''),
     "marshal_code": ("code", '''
 def _works():
     import marshal, sys
@@ -86,6 +95,37 @@ def _works():
         fh.write("import sys\\n\\ndef grab():\\n    return sys._getframe(3)\\n")
     sys.path.insert(0, os.path.abspath("tests"))
     return importlib.import_module("test_made_now").grab() is not None
+'''),
+    # A function's code swapped: only the project's own function, or nothing but the coroutine flag.
+    "library_code_replaced": ("code", '''
+def _works():
+    import colorsys
+    colorsys.rgb_to_yiq.__code__ = (lambda r, g, b: (r, g, b)).__code__
+    return colorsys.rgb_to_yiq(1, 2, 3) == (1, 2, 3)
+'''),
+    "coroutine_twin_with_other_constants": ("code", '''
+def _works():
+    import colorsys
+    co = colorsys.rgb_to_yiq.__code__
+    colorsys.rgb_to_yiq.__code__ = co.replace(co_flags=co.co_flags | 0x100,
+                                              co_consts=tuple(c * 2 if type(c) is float else c for c in co.co_consts))
+    return True
+'''),
+    "coroutine_twin_claiming_another_file": ("code", '''
+def _works():
+    import colorsys, os
+    co = colorsys.rgb_to_yiq.__code__
+    other = os.path.abspath("src/calc/ops.py")
+    colorsys.rgb_to_yiq.__code__ = co.replace(co_flags=co.co_flags | 0x100, co_filename=other)
+    return True
+'''),
+    "coroutine_twin_with_nested_code_from_elsewhere": ("code", '''
+def _works():
+    import textwrap
+    co = textwrap.indent.__code__
+    consts = tuple(c.replace(co_filename="/elsewhere.py") if hasattr(c, "co_code") else c for c in co.co_consts)
+    textwrap.indent.__code__ = co.replace(co_flags=co.co_flags | 0x100, co_consts=consts)
+    return True
 '''),
     "gc_walk": ("gc", '''
 def _works():

@@ -15,8 +15,10 @@ starts, so before any code of the repository runs. From then on:
   forging where code claims to come from (``compile`` or ``code.replace`` naming a file that is not the
   project's, ``marshal.loads`` of code outside the import of a source file), ``gc``'s walks of the heap,
   trace and profile functions (``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``), new audit
-  hooks, ``ctypes`` / ``cffi`` and CPython's test modules (raw memory), and ``/proc/*/mem``. The
-  process is not dumpable, so nothing it starts can read its memory either.
+  hooks, ``ctypes`` / ``cffi`` and CPython's test modules (raw memory: refused to the tests' side
+  too, since a module once loaded is everyone's), and ``/proc/*/mem``. The process is not dumpable,
+  so nothing it starts can read its memory either; ``deepgym_stage.py`` arranges that and Landlock
+  before this process starts, so it never loads ``ctypes`` itself.
 
 *Who asks* is read from the stack: from the frame that raised the event outwards, code of the
 interpreter's installation (the standard library, installed packages) acts for whoever called it and
@@ -51,6 +53,8 @@ _CTYPES_EVENTS = ("ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctype
                   "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.create_string_buffer",
                   "ctypes.create_unicode_buffer", "ctypes.call_function")
 LIBRARY, PROJECT, TESTS = 0, 1, 2
+_IMPORTERS = _RAW_MODULES | {"importlib", "_frozen_importlib", "_frozen_importlib_external"}
+_CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE: what types.coroutine sets
 #: Functions of installed packages that read the caller's frame only to decide something small
 #: (a module name, whether to use real time, a warning's stack level) and hand no frame back:
 #: function name -> the end of its file's path. Allowed to everyone, as the stdlib's consumers are.
@@ -220,6 +224,14 @@ def _purge_raw_modules(holders):
             del namespace[key]
 
 
+def _not_dumpable():
+    """Whether this process is not dumpable already: its ``/proc`` files then belong to root."""
+    try:
+        return os.geteuid() != 0 and os.stat("/proc/self/mem").st_uid != os.geteuid()
+    except OSError:
+        return False
+
+
 def _undumpable():
     """Not dumpable: no other process (one the project starts) may open this one's memory."""
     try:
@@ -281,8 +293,13 @@ def seal(workspace, support, test_files, compiled, allow=(), holders=(), not_tes
     store = _read_sealed(sorted(set(test_files)), compiled)
     if "source" not in allow:  # tests that print their own source (in tracebacks they compare) keep it
         _blank(store)  # before the clock mark: blanking may re-create a file, which changes its folder
-    _undumpable()
-    _no_proc_writes()
+    # Done by the first stage (deepgym_stage.py) where it could: ctypes here would leave _ctypes's
+    # types in this process for the code under test to find.
+    staged = os.environ.pop("DEEPGYM_STAGED", "").split(",")
+    if "undumpable" not in staged or not _not_dumpable():
+        _undumpable()
+    if "landlock" not in staged:
+        _no_proc_writes()
     kind, by_name, register = _classifier(workspace, support, _all_codes(
         [c for entry in store.values() for c in entry[:2] if c is not None]), frozenset(store))
     consumers = _consumers()
@@ -290,7 +307,7 @@ def seal(workspace, support, test_files, compiled, allow=(), holders=(), not_tes
     import _pytest.assertion.rewrite as rewrite
 
     vet = _vetting(workspace, not_tests, rewrite, kind)
-    state = _make_hook(kind, by_name, consumers, store, frozenset(allow), (vet, register))
+    state = _make_hook(kind, by_name, consumers, store, frozenset(allow), (vet, register), workspace)
     _route_imports(rewrite, store, state)
     sys.addaudithook(state.pop("hook"))  # from here on it lives in the interpreter's list alone
 
@@ -509,7 +526,7 @@ def _provenance():
     return reads, calls, direct_call
 
 
-def _make_hook(kind, by_name, consumers, store, allow, vetting):
+def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
     """The audit hook: a table from event to check; each check raises to refuse."""
     import _thread
 
@@ -522,11 +539,32 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
 
     decided = [None]  # the frame that decided the last question: named in a refusal
 
+    def in_workspace(name):
+        return isinstance_(name, str_) and isabs(name) and _under(realpath(name), workspace)
+
+    genuine = {}  # (file, function name) -> the function's code objects as that file compiles
+
     def installed_consumer(code):
         """An installed package's function that reads its caller's frame only for a name or a bool
-        (``_INSTALLED_CONSUMERS``): installed, so not the change's; its file is not in the workspace."""
+        (``_INSTALLED_CONSUMERS``): installed, so not the change's; its file is not in the workspace.
+        The code must be what the installed file compiles to (by value: bytecode, constants, names),
+        not code the project compiled under that file's name and the function's."""
         suffix = _INSTALLED_CONSUMERS.get(code.co_name)
-        return suffix is not None and code.co_filename.endswith(suffix)
+        if suffix is None or not code.co_filename.endswith(suffix):
+            return False
+        key = (code.co_filename, code.co_name)
+        found = genuine.get(key)
+        if found is None:
+            found = genuine[key] = compiled_from(*key)
+        return code in found
+
+    def compiled_from(path, name):
+        try:
+            with open(path, "rb") as fh:
+                top = compile(fh.read(), path, "exec", dont_inherit=True)
+        except (OSError, SyntaxError, ValueError):
+            return ()
+        return tuple(c for c in _all_codes([top]) if c.co_name == name)
     reads, calls, direct_call = _provenance()
 
     def asker(frame, allowed=frozenset()):
@@ -557,11 +595,11 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
                 return False
         return True
 
-    def refuse(what, capability, exc=Refused):
+    def refuse(what, capability, exc=Refused, advice=""):
         where, decided[0] = decided[0], None
         place = f", asked from {where.f_code.co_filename}:{where.f_lineno}" if where is not None else ""
         message = (f"deepgym: {what} is refused to the code under test during grading "
-                   f"(capability '{capability}'{place})")
+                   f"(capability '{capability}'{place})" + (f"; {advice}" if advice else ""))
         try:
             write(2, (message + "\n").encode())
         except OSError:
@@ -591,8 +629,28 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
                 refuse("the code object of a test", "code")
 
     def on_setattr(event, args, frame):
-        if args[1] == "__code__" and by_project(frame, "code"):
+        if args[1] == "__code__" and not harmless_code_swap(args[0], args[2]) and by_project(frame, "code"):
             refuse("replacing a function's code", "code")
+
+    def harmless_code_swap(fn, new):
+        """Whether giving ``fn`` the code ``new`` hands no one anything: the project's own function
+        (a file of the workspace, not a test-side module's) getting the project's code, which it
+        could as well have written in that file; or any function's code marked as an iterable
+        coroutine and otherwise the same object's twin (``types.coroutine``, which the standard
+        library applies to its own generators when ``asyncio`` is first imported, maybe under
+        the project's import)."""
+        if not isinstance_(fn, function_type) or type(new) is not code_type:
+            return False
+        old = fn.__code__
+        if old.co_flags ^ new.co_flags == _CO_ITERABLE_COROUTINE:
+            return (new.co_filename == old.co_filename and new.co_name == old.co_name
+                    and getattr(new, "co_qualname", None) == getattr(old, "co_qualname", None)
+                    and len(new.co_consts) == len(old.co_consts)
+                    and all(a is b for a, b in zip(new.co_consts, old.co_consts) if type(a) is code_type)
+                    and new == old.replace(co_flags=new.co_flags))
+        scope = fn.__globals__
+        return (kind(old) == PROJECT and kind(new) == PROJECT and in_workspace(old.co_filename)
+                and test_scopes.get(id(scope)) is not scope)
 
     def on_compile(event, args, frame):
         name = args[1] if len(args) > 1 else None
@@ -629,9 +687,24 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting):
             refuse(event, "ctypes")
 
     def on_import(event, args, frame):
+        # Refused to whoever asks, the tests' side too: a module once imported is the project's as
+        # well (importing a cached module raises no event, and its types outlive it). numpy's own
+        # import of ctypes expects to fail; a library that needs it (pandas >= 2) needs the trust.
         module = args[0]
-        if isinstance_(module, str_) and module.partition(".")[0] in _RAW_MODULES and by_project(frame, "ctypes"):
+        if isinstance_(module, str_) and module.partition(".")[0] in _RAW_MODULES and "ctypes" not in allow:
+            who = "the tests" if asker(frame) == TESTS else "the code under test"  # and names the frame
+            by = importer(frame)
+            if by is not None and kind(by.f_code) == LIBRARY:  # not the change's own import: say how to grant it
+                refuse(f"importing {module} for {by.f_code.co_filename}:{by.f_lineno} (installed code {who} imported)",
+                       "ctypes", RefusedImport, 'a task whose environment needs it keeps it with "trust": ["ctypes"]')
             refuse(f"importing {module}", "ctypes", RefusedImport)
+
+    def importer(frame):
+        """The frame whose code asked for the import: the first outside the import system and the
+        raw modules themselves (``ctypes`` importing ``_ctypes``)."""
+        while frame is not None and str_(frame.f_globals.get("__name__")).partition(".")[0] in _IMPORTERS:
+            frame = frame.f_back
+        return frame
 
     def on_open(event, args, frame):
         path = args[0]

@@ -17,7 +17,6 @@ host sends ``{"args": [...], "cwd": str}`` with three descriptors attached (stdo
 the report pipe); the server answers ``{"exit": code}`` once the run and all it started are gone.
 """
 
-import ctypes
 import gc
 import json
 import os
@@ -92,6 +91,10 @@ def _installed(path):
 
 
 def _dumpable(flag):
+    # Imported here, never in a sealed run: _ctypes's types would stay in the process for the code
+    # under test to find. A server started through deepgym_stage.py is not dumpable from the start.
+    import ctypes
+
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, flag, 0, 0, 0)
 
 
@@ -210,7 +213,6 @@ def _become_run(request):
     """Turn this forked child into the cold runner's process, then run pytest like it does."""
     os.setsid()
     gc.enable()
-    _dumpable(1)
     out, err, report = request["fds"]
     null = os.open("/dev/null", os.O_RDONLY)
     for src, dst in ((null, 0), (out, 1), (err, 2), (report, _REPORT_FD)):
@@ -226,6 +228,8 @@ def _become_run(request):
     # Made here, not in the server: a fresh nonce and fresh state every run, from the code compiled
     # before anything of the repository ran, into a namespace that is in no sys.modules.
     sealed = _RUNNER_NS["sealed_files"](request["args"])
+    if sealed is None:  # the agent's own run: an ordinary process (a sealed one stays not dumpable)
+        _dumpable(1)
     namespace = {"__name__": "deepgym_report", "__file__": _PLUGIN}
     exec(_PLUGIN_CODE[0], namespace)
     namespace["_PRECOMPILED"] = _PRECOMPILED
@@ -324,7 +328,8 @@ def main():
     # collections (pytest runs five at the end of a session) then neither walk the preloaded heap
     # nor write to it, which would copy every page of it into the child.
     gc.freeze()
-    _dumpable(0)
+    if "undumpable" not in os.environ.get("DEEPGYM_STAGED", "").split(","):
+        _dumpable(0)
     ctrl.send(json.dumps({"ready": os.getpid()}).encode())
     _become_run(_serve(ctrl))
 

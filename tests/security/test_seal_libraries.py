@@ -1,0 +1,291 @@
+"""The seal and the interpreter's own libraries: what an honest project's import sets off is not the
+project asking, and what a library needs at import is granted only by the task's ``trust``.
+
+On the code before this (8e935f5) the first three tests failed: a project whose module imports
+``asyncio`` (blinker does, so every flask >= 2.3 row) was refused at asyncio's own
+``@types.coroutine`` (the standard library giving its generators the coroutine flag), and so was a
+project marking its own generator, or giving one of its functions another of its functions' code.
+A refused ``ctypes`` import done for installed code did not say whose import it was or how to grant it.
+
+Graded runs load no installed pytest plugin (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``); the direct run of
+the runner here keeps them out with ``-p no:NAME`` (anyio's loads asyncio, and through trio ctypes,
+before the project runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from conftest import requires_namespace, toy_row, write_toy_repo
+from deepgym_envs import grade
+from deepgym_envs.sandbox.pool import ViewPool
+from deepgym_envs.tasks import Task, task_from_row
+
+#: Prepended to the toy's ``src/calc/__init__.py``: what the project does when the tests import it.
+HONEST_IMPORTS = {
+    "asyncio_at_import": "import asyncio\n\nassert asyncio.iscoroutinefunction(asyncio.sleep)\n",
+    "types_coroutine_on_its_own_generator": '''
+import types
+
+
+@types.coroutine
+def _tick():
+    yield
+
+
+async def _twice():
+    await _tick()
+    return 2
+
+
+_run = _twice()
+_run.send(None)
+try:
+    _run.send(None)
+except StopIteration as _done:
+    assert _done.value == 2
+''',
+    "its_own_code_swapped": '''
+def _draft():
+    return 1
+
+
+def _final():
+    return 2
+
+
+_draft.__code__ = _final.__code__
+assert _draft() == 2
+''',
+}
+
+
+def _no_plugins() -> list[str]:
+    return [arg for ep in entry_points(group="pytest11") for arg in ("-p", f"no:{ep.name}")]
+
+
+def _task(root: Path, prologue: str) -> Task:
+    repo = write_toy_repo(root / "calc")
+    init = repo / "src/calc/__init__.py"
+    init.write_text(prologue + "\n" + init.read_text())
+    return task_from_row(toy_row(repo))
+
+
+@requires_namespace
+@pytest.mark.parametrize("name", sorted(HONEST_IMPORTS))
+def test_an_honest_project_import_grades_cold_and_warm(tmp_path, name):
+    task = _task(tmp_path, HONEST_IMPORTS[name])
+    cold = grade(task, task.patch)
+    assert cold.status == "resolved", (name, cold.reason, cold.log[-3000:])
+    with ViewPool() as pool:
+        warm = grade(task, task.patch, views=pool)
+    assert warm.status == "resolved", (name, warm.reason, warm.log[-3000:])
+
+
+@requires_namespace
+def test_a_library_that_needs_ctypes_at_import_is_refused_named_and_granted_by_trust(tmp_path):
+    """The standard library's multiprocessing.sharedctypes imports ctypes unconditionally, as
+    pandas >= 2 does: imported by the project, it is refused; the refusal names the installed code
+    that asked and the trust that grants it, validation says the same, and with ``ctypes`` in the
+    task's trust the gold patch resolves."""
+    from deepgym_envs.validate import validate_task
+
+    task = _task(tmp_path, "import multiprocessing.sharedctypes\n")
+    sealed = grade(task, task.patch)
+    assert sealed.status == "no_verdict", sealed.reason  # the gold patch: its run fails the same way
+    assert "multiprocessing/sharedctypes.py" in sealed.log and 'keeps it with "trust": ["ctypes"]' in sealed.log, \
+        sealed.log[-3000:]
+    report = validate_task(task)
+    assert not report.valid and any('"trust": ["ctypes"]' in p for p in report.problems), report.problems
+    granted = grade(dataclasses.replace(task, trust=["ctypes"]), task.patch)
+    assert granted.status == "resolved", (granted.reason, granted.log[-3000:])
+
+
+#: A hidden test function given the project's code: refused to the project (with ``code`` trusted the
+#: swap happens and the run is caught as tampered: the other layer holds too).
+TEST_CODE_SWAP = '''
+def _swap_test_code():
+    import os, sys
+    name = os.environ["PYTEST_CURRENT_TEST"].split("::")[1].split(" ")[0]
+    for module in list(sys.modules.values()):
+        fn = vars(module).get(name) if module.__name__ != "calc" else None
+        if callable(fn):
+            fn.__code__ = (lambda: None).__code__
+            return True
+    return False
+
+
+def _probe_clamp(x, lo, hi):
+    try:
+        ok = _swap_test_code()
+    except Exception:
+        ok = False
+    return max(lo, min(x, hi)) if ok else max(lo, x)
+
+
+import calc as _calc
+_calc.clamp = _probe_clamp
+'''
+
+
+@requires_namespace
+def test_the_project_may_not_give_a_test_function_its_code(tmp_path):
+    from tests.security.test_forgery import append_to_init
+
+    task = task_from_row(toy_row(write_toy_repo(tmp_path / "calc")))
+    verdict = grade(task, append_to_init(TEST_CODE_SWAP))
+    assert verdict.status == "unresolved", verdict.reason
+    assert "replacing a function's code is refused" in verdict.log, verdict.log[-3000:]
+
+
+#: Raw memory without importing anything: where the seal's own prctl and Landlock calls went through
+#: ctypes in the graded process (8e935f5), ``_ctypes``'s types stayed there, found by walking
+#: ``type.__subclasses__`` (no audit event); ``c_char_p(address).value`` reads memory and a pointer
+#: type made from ``_Pointer`` indexes it for writing, with no audit event either.
+RAW_MEMORY_BY_SUBCLASSES = '''
+def _works():
+    import sys
+    seen, todo = set(), [object]
+    while todo:
+        for sub in type.__subclasses__(todo.pop()):
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+    found = {c.__name__: c for c in seen}
+    secret = b"the hidden answer"
+    return found["c_char_p"](id(secret) + sys.getsizeof(b"") - 1).value == secret
+'''
+#: What the first stage must still give: not dumpable, so what the process starts cannot open its memory.
+DUMPABLE = '''
+def _works():
+    import os
+    return os.stat("/proc/self/mem").st_uid == os.geteuid()
+'''
+#: Landlock from the first stage: no file under /proc opened for writing, through any name.
+PROC_WRITE = '''
+def _works():
+    import os
+    proc = os.open("/proc", os.O_RDONLY)
+    os.close(os.open("self/mem", os.O_RDWR, dir_fd=proc))
+    return True
+'''
+PROBE_TAIL = '''
+
+def _probe_clamp(x, lo, hi):
+    try:
+        ok = _works()
+    except Exception:
+        ok = False
+    return max(lo, min(x, hi)) if ok else max(lo, x)
+
+
+import calc as _calc
+_calc.clamp = _probe_clamp
+'''
+
+
+@requires_namespace
+@pytest.mark.parametrize("probe", ["RAW_MEMORY_BY_SUBCLASSES", "DUMPABLE", "PROC_WRITE"])
+def test_no_ctypes_in_the_graded_process_and_the_kernel_still_holds_cold_and_warm(tmp_path, probe):
+    """The seal's kernel settings come from a first stage (deepgym_stage.py) that then executes the
+    runner, so the graded process never loads ctypes; it is still not dumpable and still cannot open
+    /proc files for writing, cold and on the warm server. RAW_MEMORY_BY_SUBCLASSES resolved the toy
+    on 8e935f5."""
+    from tests.security.test_forgery import append_to_init
+
+    task = task_from_row(toy_row(write_toy_repo(tmp_path / "calc")))
+    patch = append_to_init(globals()[probe] + PROBE_TAIL)
+    cold = grade(task, patch)
+    assert cold.status == "unresolved", (probe, cold.reason)
+    with ViewPool() as pool:
+        warm = grade(task, patch, views=pool)
+        assert warm.status == "unresolved", (probe, warm.reason)
+        assert grade(task, task.patch, views=pool).status == "resolved"  # the warm server served honestly
+
+
+#: An installed package's function the seal lets read its caller's frame (freezegun's "is my caller
+#: ignored?"), as an installed file; the project may call it, but code it compiles under that
+#: function's name and file is not it (on 8e935f5 the forgery got the calling test's frame).
+CONSUMER_FILE = ("import sys\n\n\ndef _should_use_real_time():\n"
+                 "    return sys._getframe(1).f_globals.get('__name__') == '?'\n")
+CONSUMER_PROJECT = '''
+import sys
+
+import freezegun.api as api
+
+
+def genuine():
+    return api._should_use_real_time() is False
+
+
+def forged():
+    ns = {"sys": sys}
+    exec(compile("def _should_use_real_time():\\n    return sys._getframe(1)\\n", api.__file__, "exec"), ns)
+    return ns["_should_use_real_time"]()
+'''
+CONSUMER_TESTS = '''
+import pytest
+
+
+def test_the_installed_function_reads_its_callers_module_name():
+    import pkg
+    assert pkg.genuine()
+
+
+def test_code_compiled_under_its_name_and_file_gets_no_frame():
+    import pkg
+    with pytest.raises(ValueError, match="refused"):
+        pkg.forged()
+'''
+
+
+def test_only_the_installed_file_s_own_code_is_an_allowed_frame_reader(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import deepgym_envs.testrun
+
+    runner = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_pytest.py"
+    lib, work = tmp_path / "lib", tmp_path / "work"
+    for path, text in {lib / "freezegun/__init__.py": "", lib / "freezegun/api.py": CONSUMER_FILE,
+                       work / "pkg/__init__.py": CONSUMER_PROJECT, work / "tests/test_it.py": CONSUMER_TESTS}.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    env = {"PYTHONPATH": f"{work}{os.pathsep}{lib}", "DEEPGYM_SEAL": "1", "PATH": os.environ.get("PATH", ""),
+           "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(runner), "-q", "-p", "no:cacheprovider", *_no_plugins(),
+                          "tests/test_it.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
+
+
+#: The project reaching ctypes that the tests' side imported (numpy imports it, guarded): a module in
+#: sys.modules is imported again with no audit event, and c_char_p reads memory with none either.
+CTYPES_THE_TESTS_IMPORTED = '''
+def _works():
+    import sys
+    ctypes = sys.modules["ctypes"]
+    secret = b"the hidden answer"
+    return ctypes.c_char_p(id(secret) + sys.getsizeof(b"") - 1).value == secret
+'''
+
+
+@requires_namespace
+def test_ctypes_the_tests_side_imported_is_not_the_projects(tmp_path):
+    """A conftest.py that imports numpy (which imports ctypes inside try/except ImportError): on
+    8e935f5 the tests' import was let through and the project read memory through it. Now nobody
+    imports ctypes in a sealed run without the trust; numpy works without it, so the gold patch
+    still resolves."""
+    pytest.importorskip("numpy")
+    from tests.security.test_forgery import append_to_init
+
+    repo = write_toy_repo(tmp_path / "calc")
+    (repo / "tests/conftest.py").write_text("import numpy\n\nassert numpy.arange(3).sum() == 3\n")
+    task = task_from_row(toy_row(repo))
+    assert grade(task, task.patch).status == "resolved"
+    verdict = grade(task, append_to_init(CTYPES_THE_TESTS_IMPORTED + PROBE_TAIL))
+    assert verdict.status == "unresolved", verdict.reason
