@@ -17,7 +17,7 @@ that are pure Python (or close to it), so a row imports with no hand edits
 * ``plugins`` — pytest plugins the tests use (``pytest_mock``), loaded with ``-p`` (autoloading is
   off: :mod:`deepgym_envs.testplugins`) and so written into the row's ``test_cmd``;
 * ``trust`` — capabilities of the seal (:data:`deepgym_envs.tasks.TRUST_CAPABILITIES`) the
-  environment's own packages need at import, copied into each row's ``trust``: pandas 2 imports
+  environment's own packages need at import, copied into each row's ``trust``: pandas >= 1.5 imports
   ``ctypes`` unconditionally, so a project importing it is graded with ``ctypes`` kept (what that
   gives up: the README's section on the seal);
 * ``parser`` — how the row's test ids name tests: ``pytest`` is SWE-bench's ``parse_log_pytest``
@@ -113,7 +113,7 @@ class RepoSpec:
     plugins: tuple[str, ...] = ()
     """pytest plugin modules the tests need (``pytest_mock``); ``test_cmd`` loads each with ``-p``."""
     trust: tuple[str, ...] = ()
-    """Capabilities of the seal its packages need at import (pandas >= 2: ``ctypes``)."""
+    """Capabilities of the seal its packages need at import (pandas >= 1.5: ``ctypes``)."""
 
     def python_env(self, host_python: str) -> dict[str, Any]:
         """The row's ``python_env`` field for this spec."""

@@ -217,7 +217,7 @@ def test_spec_table_covers_six_repositories():
 
 
 def test_a_spec_whose_environment_holds_pandas_2_grants_ctypes():
-    """pandas >= 2 imports ctypes unconditionally (pandas/errors/__init__.py): under the seal a
+    """pandas >= 1.5 imports ctypes unconditionally (pandas/errors/__init__.py): under the seal a
     project importing it is refused whatever its change, so such a line keeps ``ctypes`` in its
     rows' trust; a line without such a package keeps nothing."""
     from deepgym_envs.swebench_specs import _TABLE
@@ -226,7 +226,7 @@ def test_a_spec_whose_environment_holds_pandas_2_grants_ctypes():
         for line in lines:
             spec = spec_for(repo, line.versions[0])
             pandas = [r for r in spec.requirements if r.lower().startswith("pandas==")]
-            needs = any(int(r.split("==")[1].split(".")[0]) >= 2 for r in pandas)
+            needs = any(tuple(map(int, r.split("==")[1].split(".")[:2])) >= (1, 5) for r in pandas)
             assert ("ctypes" in spec.trust) == needs, (spec.key, spec.requirements, spec.trust)
     assert spec_for("pvlib/pvlib-python", "0.9").trust == ("ctypes",)
 
