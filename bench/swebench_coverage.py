@@ -202,15 +202,16 @@ def problem_group(problems: list[str], log: str = "") -> str:
     return text[:80] or "unknown"
 
 
-def verdict_of(row: dict[str, Any], judged: dict[str, Any]) -> tuple[str, str, bool]:
-    """(outcome, group, wrong) of one row: outcome is import_failed, valid, invalid or no_verdict."""
-    iid_judgement = row.get("_judged") or {}
+def verdict_of(row: dict[str, Any]) -> tuple[str, str, bool]:
+    """(outcome, group, wrong) of one row (its state, with "_judged": its judged cause): outcome is
+    not_run, import_failed, valid, invalid or no_verdict."""
+    judgement = row.get("_judged") or {}
     imp = row.get("import")
     if imp is None:
         return "not_run", "", False
     if imp.get("status") != "imported":
-        return "import_failed", iid_judgement.get("cause") or f"import: {imp.get('reason', '')[:80]}", \
-            iid_judgement.get("cause", "").startswith("ours")
+        return "import_failed", judgement.get("cause") or f"import: {imp.get('reason', '')[:80]}", \
+            judgement.get("cause", "").startswith("ours")
     v = row.get("validate")
     if v is None:
         return "not_run", "", False
@@ -218,9 +219,9 @@ def verdict_of(row: dict[str, Any], judged: dict[str, Any]) -> tuple[str, str, b
         wrong = row.get("oracle", {}).get("status") != "resolved" or row.get("noop", {}).get("status") == "resolved"
         return "valid", "", wrong
     outcome = "no_verdict" if any("no verdict" in p or p.startswith("error:") for p in v["problems"]) else "invalid"
-    wrong = iid_judgement.get("cause", "").startswith("ours") or v.get("base") == "resolved"
+    wrong = judgement.get("cause", "").startswith("ours") or v.get("base") == "resolved"
     log = Path(row["log"]).read_text(errors="replace") if row.get("log") and Path(row["log"]).exists() else ""
-    return outcome, iid_judgement.get("cause") or problem_group(v["problems"], log), wrong
+    return outcome, judgement.get("cause") or problem_group(v["problems"], log), wrong
 
 
 OUTCOMES = ("tried", "imported", "valid", "invalid", "no_verdict", "not_run", "import_failed", "wrong")
@@ -239,7 +240,7 @@ def summarize(rows: list[dict], state: State, judged: dict[str, Any]) -> tuple[d
     for r in rows:
         iid, repo = r["instance_id"], r["repo"]
         row = {**state.row(iid), "_judged": judged.get(iid)}
-        outcome, group, wrong = verdict_of(row, judged)
+        outcome, group, wrong = verdict_of(row)
         counts[repo].update({"tried": 1, "imported": outcome not in ("import_failed", "not_run") and "import" in row,
                              outcome: 1, "wrong": wrong})
         for step in ("validate", "oracle"):
