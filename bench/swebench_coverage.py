@@ -175,6 +175,8 @@ LOG_CAUSES = (
     (r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'", "missing module '{0}'"),
     (r"fixture '(\w+)' not found", "missing fixture '{0}'"),
     (r"unable to read ([0-9a-f]{40})", "the mirror lacks a blob"),
+    (r"pip install failed", "the environment does not build (pip)"),
+    (r"partially initialized module '(\w+)'", "'{0}' cannot be imported (a pin too old for the Python?)"),
 )
 
 
@@ -210,7 +212,8 @@ def verdict_of(row: dict[str, Any]) -> tuple[str, str, bool]:
     if imp is None:
         return "not_run", "", False
     if imp.get("status") != "imported":
-        return "import_failed", judgement.get("cause") or f"import: {imp.get('reason', '')[:80]}", \
+        reason = re.sub(r"^\S+:\d+: ", "", imp.get("reason", ""))  # the rows file's line differs per run
+        return "import_failed", judgement.get("cause") or f"import: {reason[:80]}", \
             judgement.get("cause", "").startswith("ours")
     v = row.get("validate")
     if v is None:
