@@ -219,7 +219,8 @@ def verdict_of(row: dict[str, Any]) -> tuple[str, str, bool]:
     if v is None:
         return "not_run", "", False
     if v["valid"]:
-        wrong = row.get("oracle", {}).get("status") != "resolved" or row.get("noop", {}).get("status") == "resolved"
+        oracle, noop = row.get("oracle", {}).get("status"), row.get("noop", {}).get("status")
+        wrong = oracle not in (None, "resolved") or noop == "resolved"  # None: not graded yet
         return "valid", "", wrong
     outcome = "no_verdict" if any("no verdict" in p or p.startswith("error:") for p in v["problems"]) else "invalid"
     wrong = judgement.get("cause", "").startswith("ours") or v.get("base") == "resolved"
@@ -244,8 +245,8 @@ def summarize(rows: list[dict], state: State, judged: dict[str, Any]) -> tuple[d
         iid, repo = r["instance_id"], r["repo"]
         row = {**state.row(iid), "_judged": judged.get(iid)}
         outcome, group, wrong = verdict_of(row)
-        counts[repo].update({"tried": 1, "imported": outcome not in ("import_failed", "not_run") and "import" in row,
-                             outcome: 1, "wrong": wrong})
+        imported = row.get("import", {}).get("status") == "imported"
+        counts[repo].update({"tried": 1, "imported": imported, outcome: 1, "wrong": wrong})
         for step in ("validate", "oracle"):
             if step in row:
                 seconds[repo][step].append(row[step]["seconds"])
