@@ -572,9 +572,9 @@ _GOLD_LOCK = threading.Lock()
 
 _ENVIRONMENT_FAILS = "the environment cannot run this task's tests"
 #: What the runner says (``in_sandbox/deepgym_pytest.py``) when the project under test is pytest
-#: itself: no environment fixes that, so the advice is not "check python_env".
-_OWN_RUNNER = ("deepgym does not run a project's tests with its own pytest",
-               "deepgym does not grade a project with its own test runner")
+#: itself: no environment fixes that, so the advice is not "check python_env". (pytest missing
+#: from the environment is not this: an image or python_env without it is fixed by installing it.)
+_OWN_RUNNER = ("deepgym does not grade a project with its own test runner",)
 _OWN_RUNNER_ADVICE = ("the project is the test runner itself (pytest-dev rows): deepgym grades no project with its "
                       "own runner, so leave these rows out of the task set (no python_env can fix them)")
 

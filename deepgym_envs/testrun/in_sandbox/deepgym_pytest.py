@@ -88,10 +88,11 @@ def _main():
     try:
         exec(code, namespace)
     except ImportError:
-        # pytest (or pluggy) is not the interpreter's own: the repository's, where the project is
-        # pytest itself. Its tests would then run on the code under test's own runner.
-        sys.stderr.write("deepgym: pytest is not installed in this task's environment, only in the "
-                         "repository under test; deepgym does not run a project's tests with its own pytest\n")
+        # pytest (or pluggy) is not among the interpreter's own packages: missing from the
+        # environment, or only the repository's (a project that is pytest itself, whose own runner
+        # must not grade it). Either way nothing runs.
+        sys.stderr.write("deepgym: pytest is not installed in this task's environment (the interpreter's own "
+                         "packages); deepgym never runs a repository's own copy of it\n")
         return 4
     if sealed is not None and _workspace_runner():
         sys.stderr.write("deepgym: pytest or pluggy loads from the repository under test (its project is "
