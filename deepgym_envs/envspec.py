@@ -102,6 +102,19 @@ class PythonEnv:
         return out
 
 
+def _one_requirement(line: str, form: str) -> Requirement:
+    """``line`` parsed as one requirement line of ``form`` (named in the errors): one line, no pip
+    option, something ``packaging`` reads; ValueError naming the line otherwise."""
+    if not line or line != line.strip() or any(c in line for c in "\n\r\0\\"):
+        raise ValueError(f"requirement {line!r}: expected one line of the form {form}")
+    if line.startswith("-"):
+        raise ValueError(f"requirement {line!r}: pip options are not allowed, only {form}")
+    try:
+        return Requirement(line)
+    except InvalidRequirement as exc:
+        raise ValueError(f"requirement {line!r}: not {form} (a path is not allowed, nor a URL): {exc}") from None
+
+
 def check_range(line: str) -> Requirement:
     """``line`` parsed, when it names a release of the index by a name and a version range
     (``name[extras]<specifier>``, a marker allowed: what a project declares); ValueError otherwise.
@@ -110,14 +123,7 @@ def check_range(line: str) -> Requirement:
     >>> str(check_range("astroid<=2.14.0-dev0,>=2.12.2"))
     'astroid<=2.14.0-dev0,>=2.12.2'
     """
-    if not line or line != line.strip() or any(c in line for c in "\n\r\0\\"):
-        raise ValueError(f"requirement {line!r}: expected one line of the form name<specifier>")
-    if line.startswith("-"):
-        raise ValueError(f"requirement {line!r}: pip options are not allowed")
-    try:
-        req = Requirement(line)
-    except InvalidRequirement as exc:
-        raise ValueError(f"requirement {line!r}: not name<specifier> (a path is not allowed): {exc}") from None
+    req = _one_requirement(line, "name<specifier>")
     if req.url or "/" in line:
         raise ValueError(f"requirement {line!r}: URLs and paths are not allowed")
     return req
@@ -130,14 +136,7 @@ def check_requirement(line: str) -> Requirement:
     >>> str(check_requirement("attrs==24.2.0"))
     'attrs==24.2.0'
     """
-    if not line or line != line.strip() or any(c in line for c in "\n\r\0\\"):
-        raise ValueError(f"requirement {line!r}: expected one line of the form name==version")
-    if line.startswith("-"):
-        raise ValueError(f"requirement {line!r}: pip options are not allowed, only name==version")
-    try:
-        req = Requirement(line)
-    except InvalidRequirement as exc:
-        raise ValueError(f"requirement {line!r}: not name==version (a path or URL is not allowed): {exc}") from None
+    req = _one_requirement(line, "name==version")
     if req.url:
         raise ValueError(f"requirement {line!r}: URLs are not allowed, only a release from the index (name==version)")
     specs = list(req.specifier)
