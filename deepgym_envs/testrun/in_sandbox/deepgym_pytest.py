@@ -92,7 +92,8 @@ def _main():
         # environment, or only the repository's (a project that is pytest itself, whose own runner
         # must not grade it). Either way nothing runs.
         sys.stderr.write("deepgym: pytest is not installed in this task's environment (the interpreter's own "
-                         "packages); deepgym never runs a repository's own copy of it\n")
+                         "packages); where it is only in the repository under test, the project is pytest "
+                         "itself, which deepgym never grades on its own runner\n")
         return 4
     if sealed is not None and _workspace_runner():
         sys.stderr.write("deepgym: pytest or pluggy loads from the repository under test (its project is "
