@@ -289,3 +289,61 @@ def test_ctypes_the_tests_side_imported_is_not_the_projects(tmp_path):
     assert grade(task, task.patch).status == "resolved"
     verdict = grade(task, append_to_init(CTYPES_THE_TESTS_IMPORTED + PROBE_TAIL))
     assert verdict.status == "unresolved", verdict.reason
+
+
+#: Installed code by name only: ``clamp`` compiled under the file name of the standard library's
+#: ``os.py`` and called by the test itself, so no frame of the project's own file stands between it
+#: and the test. On 9bc9a33 the seal took the file name's word: the stack walk skipped the frame as
+#: installed code acting for its caller, the test decided, and the frame was handed over.
+CLAIMS_AN_INSTALLED_FILE = r'''
+import os as _os
+
+_src = """
+def clamp(x, lo, hi):
+    import sys
+    ok = sys._getframe(1).f_back is not None
+    return max(lo, min(x, hi)) if ok else max(lo, x)
+"""
+_ns = {}
+exec(compile(_src, _os.__file__, "exec"), _ns)
+import calc as _calc
+_calc.clamp = _ns["clamp"]
+'''
+#: Installed code in the project's namespace: traceback.extract_stack (allowed a frame: it only turns
+#: it into text) rebuilt around globals of the project's, whose ``walk_stack`` and ``StackSummary``
+#: hand the frame back. On 9bc9a33 the code's identity was enough.
+INSTALLED_CODE_REBOUND = r'''
+import sys as _sys, traceback as _tb, types as _types
+
+
+class _Grab:
+    @staticmethod
+    def extract(frames, limit=None):
+        return [frames]
+
+
+_leak = _types.FunctionType(_tb.extract_stack.__code__, {"sys": _sys, "StackSummary": _Grab,
+                                                         "walk_stack": lambda f: f, "__builtins__": __builtins__},
+                            "extract_stack", (None, None))
+
+
+def _works():
+    return _leak()[0].f_back is not None
+''' + PROBE_TAIL
+
+
+@requires_namespace
+@pytest.mark.parametrize("body", [CLAIMS_AN_INSTALLED_FILE, INSTALLED_CODE_REBOUND], ids=["file_name", "globals"])
+def test_installed_code_is_known_by_what_loaded_it_not_by_its_name(tmp_path, body):
+    from tests.security.test_forgery import append_to_init
+
+    task = task_from_row(toy_row(write_toy_repo(tmp_path / "calc")))
+    for views in (None, "warm"):
+        if views is None:
+            verdict = grade(task, append_to_init(body))
+        else:
+            with ViewPool() as pool:
+                verdict = grade(task, append_to_init(body), views=pool)
+        assert verdict.status == "unresolved", (views, verdict.reason)
+    granted = grade(dataclasses.replace(task, trust=["frames"]), append_to_init(body))
+    assert granted.status == "resolved", (granted.reason, granted.log[-2000:])

@@ -91,15 +91,85 @@ def _library_roots(workspace, support):
                         and not _under(r, support)))
 
 
-def _classifier(workspace, support, codes, sealed=frozenset()):
+def _installed_code():
+    """``genuine(code)``, ``genuine_scope(globals)`` and ``adopt(code, globals)``: the code objects the
+    interpreter's installation really loaded, and the module namespaces they run in.
+
+    A file name proves nothing: ``compile(source, "/usr/lib/python3/os.py")`` gives code that claims
+    to be the standard library's. So installed code is known by identity: every code object alive
+    when the seal is made (before anything of the repository has run: the functions, generators and
+    frames found then, and the code nested in theirs, which is looked through on first need) and,
+    after it, what a genuine import of an installed file executes (``adopt``). Namespaces likewise:
+    the modules loaded then, and each module a genuine import fills. Installed code running in a
+    namespace the project made (``types.FunctionType(code, {...})`` rebinds every global it calls)
+    is not installed code acting."""
+    import gc
+
+    import types
+
+    function, suspended = types.FunctionType, {types.GeneratorType: "gi_code", types.CoroutineType: "cr_code",
+                                               types.AsyncGeneratorType: "ag_code"}
+    codes, scopes, roots, frame = {}, {}, [], sys._getframe()
+    frozen = gc.get_freeze_count() if hasattr(gc, "get_freeze_count") else 0
+    if frozen:  # a warm server's fork: what it loaded is in gc's permanent generation, which get_objects skips
+        gc.unfreeze()
+    objects = gc.get_objects()
+    if frozen:
+        gc.freeze()
+    for obj in objects:
+        kind = type(obj)
+        if kind is function:
+            roots.append(obj.__code__)
+            scope = obj.__globals__
+            scopes[id(scope)] = scope
+        elif kind in suspended:
+            roots.append(getattr(obj, suspended[kind]))
+    del objects
+    while frame is not None:
+        roots.append(frame.f_code)
+        frame = frame.f_back
+    for module in list(sys.modules.values()):
+        scope = getattr(module, "__dict__", None)
+        if type(scope) is dict:
+            scopes[id(scope)] = scope
+    for code in roots:
+        codes[id(code)] = code
+    expanded = [False]
+
+    def genuine(code):
+        if codes.get(id(code)) is code:
+            return True
+        if expanded[0]:
+            return False
+        expanded[0] = True
+        for inner in _all_codes(roots):
+            codes[id(inner)] = inner
+        return codes.get(id(code)) is code
+
+    def genuine_scope(scope):
+        return scopes.get(id(scope)) is scope
+
+    def adopt(code, scope=None):
+        for inner in _all_codes([code]):
+            codes[id(inner)] = inner
+        if type(scope) is dict:
+            scopes[id(scope)] = scope
+
+    return genuine, genuine_scope, adopt
+
+
+def _classifier(workspace, support, codes, sealed=frozenset(), installed=None):
     """``kind(code)``: TESTS for the hidden tests' own code objects (by identity: a file the project
     writes at run time, whatever its name, is not one of them) and the harness's files; PROJECT for
     the workspace, generated code and anything else nothing vouches for; LIBRARY for the
-    interpreter's installation. File names are classified once each."""
+    interpreter's installation, code that is what an installed file loaded (``installed``: see
+    :func:`_installed_code`; code that only claims an installed file's name is the project's). File
+    names are classified once each."""
     realpath, isabs = os.path.realpath, os.path.isabs
     libraries = _library_roots(workspace, support)
     own = {id(code): code for code in codes}
     cache = {}
+    genuine, genuine_scope = installed[:2] if installed is not None else ((lambda code: True), (lambda scope: True))
 
     def judge(name):
         if not isinstance(name, str) or not name:
@@ -127,13 +197,20 @@ def _classifier(workspace, support, codes, sealed=frozenset()):
     def kind(code):
         if own.get(id(code)) is code:
             return TESTS
-        return by_name(code.co_filename)
+        found = by_name(code.co_filename)
+        return PROJECT if found == LIBRARY and not genuine(code) else found
+
+    def at(frame):
+        """``kind`` of the code a frame runs; installed code counts as installed only where it runs
+        in an installed module's namespace."""
+        found = kind(frame.f_code)
+        return PROJECT if found == LIBRARY and not genuine_scope(frame.f_globals) else found
 
     def register(code):
         for inner in _all_codes([code]):
             own[id(inner)] = inner
 
-    return kind, by_name, register
+    return kind, at, by_name, register
 
 
 def _all_codes(codes):
@@ -300,14 +377,19 @@ def seal(workspace, support, test_files, compiled, allow=(), holders=(), not_tes
         _undumpable()
     if "landlock" not in staged:
         _no_proc_writes()
-    kind, by_name, register = _classifier(workspace, support, _all_codes(
-        [c for entry in store.values() for c in entry[:2] if c is not None]), frozenset(store))
     consumers = _consumers()
     _purge_raw_modules(holders)
+    import importlib.util  # what the vetting below uses: loaded before installed code is taken stock of
+    import tempfile  # noqa: F401
+
     import _pytest.assertion.rewrite as rewrite
 
-    vet = _vetting(workspace, not_tests, rewrite, kind)
-    state = _make_hook(kind, by_name, consumers, store, frozenset(allow), (vet, register), workspace)
+    installed = _installed_code()  # nothing is imported after this before the hook is in place
+    kind, at, by_name, register = _classifier(workspace, support, _all_codes(
+        [c for entry in store.values() for c in entry[:2] if c is not None]), frozenset(store), installed)
+    vet, by_import = _vetting(workspace, not_tests, rewrite, kind, at)
+    state = _make_hook((kind, at, by_name), consumers, store, frozenset(allow), (vet, register, by_import, installed[2]),
+                       workspace)
     _route_imports(rewrite, store, state)
     sys.addaudithook(state.pop("hook"))  # from here on it lives in the interpreter's list alone
 
@@ -344,15 +426,19 @@ def _clock_mark():
         os.unlink(path)
 
 
-def _vetting(workspace, not_tests, rewrite, kind):
+def _vetting(workspace, not_tests, rewrite, kind, at):
     """``vet(code, frame)``: the module's globals when module code about to run is the tests' own: the import system
     (or pytest's assertion-rewriting import) executing a test-side file of the workspace that no
     one has changed, renamed or linked since the host restored it (its change time and its
-    directories' are older than the seal; no link in its path; no pytest bytecode cache newer)."""
+    directories' are older than the seal; no link in its path; no bytecode cache newer).
+    ``by_import(frame)`` says the same of any module: the namespace a genuine import fills."""
+    import importlib.util
+
     mark, not_tests = _clock_mark(), frozenset(not_tests)
     realpath, lstat, dirname = os.path.realpath, os.lstat, os.path.dirname
     prefix = workspace.rstrip("/") + "/"
     pytest_exec = rewrite.AssertionRewritingHook.exec_module.__code__
+    cache_from_source = importlib.util.cache_from_source
     pytest_parts = (rewrite._rewrite_test, getattr(rewrite, "_read_pyc", None))
 
     def untouched(path):
@@ -384,11 +470,26 @@ def _vetting(workspace, not_tests, rewrite, kind):
             same = (rewrite._rewrite_test, getattr(rewrite, "_read_pyc", None)) == pytest_parts
             return getattr(frame.f_locals.get("module"), "__dict__", None) if same and not fresh else None
         outer = frame.f_back
-        if (frame.f_code.co_name == "_call_with_frames_removed" and kind(frame.f_code) == LIBRARY
-                and outer is not None and outer.f_code.co_name == "exec_module" and kind(outer.f_code) == LIBRARY
+        if (frame.f_code.co_name == "_call_with_frames_removed" and at(frame) == LIBRARY
+                and outer is not None and outer.f_code.co_name == "exec_module" and at(outer) == LIBRARY
                 and genuine_loader(outer.f_locals.get("self"))):
-            return getattr(outer.f_locals.get("module"), "__dict__", None)
+            module = outer.f_locals.get("module")
+            return getattr(module, "__dict__", None) if not cached_since(module) else None
         return None
+
+    def cached_since(module):
+        """Whether the module's code may come from bytecode written since the seal (or from a cache
+        outside the source's folder): nothing of the harness or the installation writes any then."""
+        if getattr(sys, "pycache_prefix", None):
+            return True
+        origin = getattr(getattr(module, "__spec__", None), "origin", None)
+        if not isinstance(origin, str) or not origin.endswith(".py"):
+            return False
+        try:
+            pyc = cache_from_source(origin)
+        except (NotImplementedError, ValueError):
+            return False
+        return os.path.exists(pyc) and not untouched(pyc)
 
     def vet(code, frame):
         name = code.co_filename
@@ -399,7 +500,7 @@ def _vetting(workspace, not_tests, rewrite, kind):
             return None
         return by_import(frame)
 
-    return vet
+    return vet, by_import
 
 
 def _route_imports(rewrite, store, state):
@@ -526,9 +627,11 @@ def _provenance():
     return reads, calls, direct_call
 
 
-def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
+def _make_hook(classify, consumers, store, allow, vetting, workspace):
     """The audit hook: a table from event to check; each check raises to refuse."""
     import _thread
+
+    kind, at, by_name = classify
 
     getframe, get_ident, realpath, basename = sys._getframe, _thread.get_ident, os.path.realpath, os.path.basename
     isabs, islink = os.path.isabs, os.path.islink
@@ -573,7 +676,7 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
         interpreter) is the project's: only the main thread's stack ends in the harness."""
         while frame is not None:
             code = frame.f_code
-            found = kind(code)
+            found = at(frame)
             if found != LIBRARY:
                 decided[0] = frame
                 return found
@@ -585,7 +688,7 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
     def genuine_import(frame):
         """Whether ``frame`` is the standard library's ``SourceLoader.get_code`` on a loader whose
         file and data come from the standard library's own methods (not a subclass's)."""
-        if frame is None or frame.f_code.co_name != "get_code" or kind(frame.f_code) != LIBRARY:
+        if frame is None or frame.f_code.co_name != "get_code" or at(frame) != LIBRARY:
             return False
         loader = frame.f_locals.get("self")
         for attr in ("get_data", "get_filename", "source_to_code", "path_stats"):
@@ -643,11 +746,14 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
             return False
         old = fn.__code__
         if old.co_flags ^ new.co_flags == _CO_ITERABLE_COROUTINE:
-            return (new.co_filename == old.co_filename and new.co_name == old.co_name
+            twin = (new.co_filename == old.co_filename and new.co_name == old.co_name
                     and getattr(new, "co_qualname", None) == getattr(old, "co_qualname", None)
                     and len(new.co_consts) == len(old.co_consts)
                     and all(a is b for a, b in zip(new.co_consts, old.co_consts) if type(a) is code_type)
                     and new == old.replace(co_flags=new.co_flags))
+            if twin and kind(old) == LIBRARY:
+                adopt(new)  # the installed function's own code, flagged: still installed code
+            return twin
         scope = fn.__globals__
         return (kind(old) == PROJECT and kind(new) == PROJECT and in_workspace(old.co_filename)
                 and test_scopes.get(id(scope)) is not scope)
@@ -720,18 +826,30 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
             refuse(f"opening {path}", "none")
 
     handoff = state  # filled by _route_imports
-    vet, register = vetting
+    vet, register, by_import, adopt = vetting
     code_type = type(_make_hook.__code__)
 
     test_scopes = {}  # id -> the globals of each module of the tests' own (sealed or vetted)
 
     def on_exec(event, args, frame):
         code = args[0]
-        if type(code) is code_type and kind(code) != TESTS:
+        if type(code) is not code_type:
+            return
+        if by_name(code.co_filename) == LIBRARY:
+            scope = by_import(frame)  # an installed file's import: its code and namespace are installed
+            if scope is not None and in_file(code, scope):
+                adopt(code, scope)
+        elif kind(code) != TESTS:
             scope = vet(code, frame)
             if scope is not None:  # a test-side module of the workspace, as the host restored it
                 register(code)
                 test_scopes[id(scope)] = scope
+
+    def in_file(code, scope):
+        """Whether module code is the file its module was loaded from (the loader names both)."""
+        spec = scope.get("__spec__")
+        origin = getattr(spec, "origin", None) if spec is not None else scope.get("__file__")
+        return isinstance_(origin, str_) and realpath(origin) == realpath(code.co_filename)
 
     def is_mem(path):
         """A process's memory file, however named: relative (a directory descriptor may stand for
@@ -752,7 +870,7 @@ def _make_hook(kind, by_name, consumers, store, allow, vetting, workspace):
             return
         frame = frame.f_back.f_back
         while frame is not None:  # the import is pytest's collection, with no project code under it
-            if kind(frame.f_code) == PROJECT:
+            if at(frame) == PROJECT:
                 return
             frame = frame.f_back
         entry = store.get(path)
