@@ -263,6 +263,40 @@ def test_only_the_installed_file_s_own_code_is_an_allowed_frame_reader(tmp_path)
     assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
 
 
+#: What real packages do with their caller's frame when the project imports or calls them: read its
+#: module's name (dill's pickling sentinels, click's version lookup, decorator's generated functions). Each raised a refusal from the seal on 9bc9a33 (published pylint,
+#: sqlfluff and pvlib rows could not be graded).
+CALLER_NAME_READERS = {
+    "dill": "import dill\n\nassert dill.dumps(1)\n",
+    "click": ("import click\n\n\n@click.command()\n@click.version_option('1.0')\n@click.version_option()\n"
+              "def cli():\n    pass\n"),
+    "decorator": ("import decorator\n\ntwice = decorator.FunctionMaker.create('twice(x)', 'return 2 * x', {})\n"
+                  "assert twice(2) == 4 and twice.__module__ == __name__\n"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(CALLER_NAME_READERS))
+def test_installed_packages_that_read_their_callers_module_name_work_sealed(tmp_path, package):
+    import os
+    import subprocess
+    import sys
+
+    import deepgym_envs.testrun
+
+    pytest.importorskip(package)
+    runner = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_pytest.py"
+    work = tmp_path / "work"
+    for path, text in {work / "pkg/__init__.py": CALLER_NAME_READERS[package],
+                       work / "tests/test_it.py": "def test_it():\n    import pkg\n"}.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    env = {"PYTHONPATH": str(work), "DEEPGYM_SEAL": "1", "PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(runner), "-q", "-p", "no:cacheprovider", *_no_plugins(),
+                          "tests/test_it.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "1 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
+    assert "refused" not in out.stderr, out.stderr[-2000:]
+
+
 #: The project reaching ctypes that the tests' side imported (numpy imports it, guarded): a module in
 #: sys.modules is imported again with no audit event, and c_char_p reads memory with none either.
 CTYPES_THE_TESTS_IMPORTED = '''

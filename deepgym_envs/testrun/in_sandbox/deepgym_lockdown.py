@@ -56,12 +56,17 @@ LIBRARY, PROJECT, TESTS = 0, 1, 2
 _IMPORTERS = _RAW_MODULES | {"importlib", "_frozen_importlib", "_frozen_importlib_external"}
 _CO_ITERABLE_COROUTINE = 0x100  # inspect.CO_ITERABLE_COROUTINE: what types.coroutine sets
 #: Functions of installed packages that read the caller's frame only to decide something small
-#: (a module name, whether to use real time, a warning's stack level) and hand no frame back:
-#: function name -> the end of its file's path. Allowed to everyone, as the stdlib's consumers are.
+#: (a module name, whether to use real time, a warning's stack level) and hand no frame back (it
+#: stays in a plain local: no cell, no attribute, not returned): function name -> the ends of the
+#: paths of the files that define it. Allowed to everyone, as the stdlib's consumers are. Each was
+#: read in the releases the spec table installs; the code must be what the installed file compiles to.
 _INSTALLED_CONSUMERS = {
-    "_should_use_real_time": "/freezegun/api.py",   # is the caller in an ignored module?
-    "_importer_stacklevel": "/dateutil/zoneinfo/__init__.py",  # a warning's stack level
-    "make_sentinel": "/boltons/typeutils.py",         # the calling module's name, for pickling
+    "_should_use_real_time": ("/freezegun/api.py",),   # is the caller in an ignored module?
+    "_importer_stacklevel": ("/dateutil/zoneinfo/__init__.py",),  # a warning's stack level
+    "make_sentinel": ("/boltons/typeutils.py",),         # the calling module's name, for pickling
+    "__init__": ("/dill/_dill.py",),                     # Sentinel: the calling module's name, for pickling
+    "version_option": ("/click/decorators.py",),         # the calling module's name: whose version to show
+    "update": ("/site-packages/decorator.py", "/scipy/_lib/decorator.py"),  # FunctionMaker: the new function's module
 }
 _PLACEHOLDER_LIMIT = 1 << 22
 
@@ -236,6 +241,7 @@ def _consumers():
     found = []
     for owner, names in ((logging.Logger, ("findCaller",)), (logging.Formatter, ("formatException",)),
                          (warnings, ("warn", "_next_external_frame")), (typing, ("_caller",)),
+                         (typing.TypeVar, ("__init__",)),  # Python 3.8-3.9: the calling module's name
                          (collections, ("namedtuple",)),
                          (traceback, ("extract_stack", "format_stack", "print_stack", "format_exception",
                                       "print_exception", "format_exc", "print_exc", "format_tb", "print_tb",
@@ -652,8 +658,8 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
         (``_INSTALLED_CONSUMERS``): installed, so not the change's; its file is not in the workspace.
         The code must be what the installed file compiles to (by value: bytecode, constants, names),
         not code the project compiled under that file's name and the function's."""
-        suffix = _INSTALLED_CONSUMERS.get(code.co_name)
-        if suffix is None or not code.co_filename.endswith(suffix):
+        suffixes = _INSTALLED_CONSUMERS.get(code.co_name)
+        if suffixes is None or not code.co_filename.endswith(suffixes):
             return False
         key = (code.co_filename, code.co_name)
         found = genuine.get(key)
