@@ -264,12 +264,16 @@ def test_only_the_installed_file_s_own_code_is_an_allowed_frame_reader(tmp_path)
 
 
 #: What real packages do with their caller's frame when the project imports or calls them: read its
-#: module's name (dill's pickling sentinels, click's version lookup, decorator's generated functions). Each raised a refusal from the seal on 9bc9a33 (published pylint,
+#: module's name (dill's pickling sentinels, click's version lookup, decorator's generated functions,
+#: matplotlib's warnings, attributed to the first frame outside it). Each raised a refusal from the seal on 9bc9a33 (published pylint,
 #: sqlfluff and pvlib rows could not be graded).
 CALLER_NAME_READERS = {
     "dill": "import dill\n\nassert dill.dumps(1)\n",
     "click": ("import click\n\n\n@click.command()\n@click.version_option('1.0')\n@click.version_option()\n"
               "def cli():\n    pass\n"),
+    "matplotlib": ("import warnings\n\nimport matplotlib._api\n\nwith warnings.catch_warnings(record=True) as seen:\n"
+                   "    warnings.simplefilter('always')\n    matplotlib._api.warn_external('deprecated')\n"
+                   "assert seen and seen[0].filename == __file__\n"),
     "decorator": ("import decorator\n\ntwice = decorator.FunctionMaker.create('twice(x)', 'return 2 * x', {})\n"
                   "assert twice(2) == 4 and twice.__module__ == __name__\n"),
 }

@@ -67,6 +67,8 @@ _INSTALLED_CONSUMERS = {
     "__init__": ("/dill/_dill.py",),                     # Sentinel: the calling module's name, for pickling
     "version_option": ("/click/decorators.py",),         # the calling module's name: whose version to show
     "update": ("/site-packages/decorator.py", "/scipy/_lib/decorator.py"),  # FunctionMaker: the new function's module
+    "warn_external": ("/matplotlib/_api/__init__.py",),  # a warning's stack level: the first frame outside matplotlib
+    "_warn_external": ("/matplotlib/cbook/__init__.py",),  # the same, matplotlib < 3.4
 }
 _PLACEHOLDER_LIMIT = 1 << 22
 
