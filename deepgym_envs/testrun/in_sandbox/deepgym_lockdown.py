@@ -69,6 +69,7 @@ _INSTALLED_CONSUMERS = {
     "update": ("/site-packages/decorator.py", "/scipy/_lib/decorator.py"),  # FunctionMaker: the new function's module
     "warn_external": ("/matplotlib/_api/__init__.py",),  # a warning's stack level: the first frame outside matplotlib
     "_warn_external": ("/matplotlib/cbook/__init__.py",),  # the same, matplotlib < 3.4
+    "find_stack_level": ("/pandas/util/_exceptions.py",),  # a warning's stack level: the first frame outside pandas
 }
 _PLACEHOLDER_LIMIT = 1 << 22
 
