@@ -73,10 +73,10 @@ SEABORN_PACKAGES = ("contourpy==1.1.0", "cycler==0.11.0", "fonttools==4.42.1", "
 #: xarray's: the harness's pip pins, and of its environment.yml what installs from wheels and
 #: grows the tests that run (dask, bottleneck, cftime, matplotlib). numpy 1.21.6, not the harness's
 #: 1.23.0: numpy 1.22-1.24 replace their functions' ``__code__`` at import, which the seal refuses
-#: when the project's import runs it. pandas 1.4.4, not 1.5.3: pandas.errors imports ctypes from 1.5.
-#: setuptools-scm: 0.16-2022 set-up commits name it in ``setup_requires``, which the offline
+#: when the project's import runs it. scipy imports ctypes unconditionally (``scipy._lib._ccallback``),
+#: so the line trusts ctypes, and pandas is the harness's 1.5.3. setuptools-scm: 0.16-2022 set-up commits name it in ``setup_requires``, which the offline
 #: install of the project cannot fetch.
-XARRAY_PACKAGES = ("numpy==1.21.6", "pandas==1.4.4", "scipy==1.11.1", "packaging==23.1", "python-dateutil==2.8.2",
+XARRAY_PACKAGES = ("numpy==1.21.6", "pandas==1.5.3", "scipy==1.11.1", "packaging==23.1", "python-dateutil==2.8.2",
                    "pytz==2023.3", "six==1.16.0", "setuptools==68.0.0", "dask==2022.8.1", "cloudpickle==2.2.1",
                    "fsspec==2023.9.2", "partd==1.4.1", "locket==1.0.0", "toolz==0.12.0", "PyYAML==6.0.1",
                    "bottleneck==1.3.7", "cftime==1.6.2", "matplotlib==3.7.2", "contourpy==1.1.0",
@@ -233,11 +233,10 @@ _TABLE: dict[str, list[_Line]] = {
     # 2.0.0 for 0.12-0.13, `pip install -e .[dev]` (linters and pytest plugins the tests do not load).
     "mwaskom/seaborn": [
         _Line(_v("0.11"), "3.9", (*PYTEST_BELOW_311, *SEABORN_PACKAGES, "pandas==1.3.5"),
-              notes="the harness's pins"),
+              notes="the harness's pins", trust=("ctypes",)),  # scipy imports ctypes
         _Line(_v("0.12", "0.13", "0.14"), "3.9", (*PYTEST_BELOW_311, *SEABORN_PACKAGES, "pandas==1.4.4"),
-              notes="pandas 1.4.4 (harness: 2.0.0; pandas >= 1.5 imports ctypes, which the seal keeps only "
-                    "for a task that trusts it); "
-                    "the [dev] extra's linters left out"),
+              notes="pandas 1.4.4 (harness: 2.0.0); the [dev] extra's linters left out",
+              trust=("ctypes",)),  # scipy imports ctypes
     ],
     # The harness: Python 3.10, pip pins numpy 1.23.0, pandas 1.5.3, scipy 1.11.1, dask 2022.8.1,
     # setuptools 68.0.0 over ci/requirements/environment.yml (conda: netCDF4, zarr, cftime, ...).
@@ -248,7 +247,8 @@ _TABLE: dict[str, list[_Line]] = {
                  "2024.05", "2024.06", "2024.07"),
               "3.10", (*PYTEST_BELOW_311, *XARRAY_PACKAGES),
               notes="the harness's pip pins with the wheels of part of its environment.yml (no netCDF4, "
-                    "zarr, h5netcdf, iris, cfgrib, sparse: tests that need them skip); numpy 1.21.6, pandas 1.4.4 (harness: 1.23.0, 1.5.3)"),
+                    "zarr, h5netcdf, iris, cfgrib, sparse: tests that need them skip); numpy 1.21.6 (harness: 1.23.0)",
+              trust=("ctypes",)),  # scipy and pandas >= 1.5 import ctypes
     ],
     # The harness: Python 3.9, `pip install -e .[test]`, run by tox --current-env (pytest -rA); for
     # 3.0-4.4 it caps Jinja2 < 3, markupsafe <= 2.0.1, alabaster < 0.7.12 and the sphinxcontrib helpers
