@@ -387,3 +387,38 @@ def test_installed_code_is_known_by_what_loaded_it_not_by_its_name(tmp_path, bod
         assert verdict.status == "unresolved", (views, verdict.reason)
     granted = grade(dataclasses.replace(task, trust=["frames"]), append_to_init(body))
     assert granted.status == "resolved", (granted.reason, granted.log[-2000:])
+
+
+#: Python 3.8-3.10's typing reads the caller's module name in NamedTuple, TypedDict and TypeVar
+#: themselves (3.11 moved it into typing._caller): refused, a functional NamedTuple stayed in module
+#: 'typing' and could not be pickled (sphinx's build environment, sphinx-8273). Checked with the
+#: interpreters of those versions this machine has: the consumer list must hold each such function.
+OLD_TYPING = '''
+import sys, typing
+ns = {"__name__": "deepgym_lockdown"}
+exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), ns)
+allowed = ns["_consumers"]()
+wanted = {"NamedTuple", "TypedDict", "_make_nmtuple", "_typeddict_new"}
+readers = [c for c in ns["_frame_readers"](typing)]
+assert readers, "no frame reader found in typing"
+missing = [c.co_name for c in readers if c not in allowed]
+assert not missing, missing
+assert wanted & {c.co_name for c in readers}, sorted(c.co_name for c in readers)
+'''
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.9", "3.10"])
+def test_typing_of_older_pythons_reads_its_callers_module_name_allowed(version):
+    import glob
+    import os
+    import subprocess
+
+    import deepgym_envs.testrun
+
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))
+    if not found:
+        pytest.skip(f"no Python {version} under pyenv on this machine")
+    lockdown = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_lockdown.py"
+    out = subprocess.run([found[-1], "-c", OLD_TYPING, str(lockdown)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -243,9 +243,7 @@ def _consumers():
 
     found = []
     for owner, names in ((logging.Logger, ("findCaller",)), (logging.Formatter, ("formatException",)),
-                         (warnings, ("warn", "_next_external_frame")), (typing, ("_caller",)),
-                         (typing.TypeVar, ("__init__",)),  # Python 3.8-3.9: the calling module's name
-                         (collections, ("namedtuple",)),
+                         (warnings, ("warn", "_next_external_frame")), (collections, ("namedtuple",)),
                          (traceback, ("extract_stack", "format_stack", "print_stack", "format_exception",
                                       "print_exception", "format_exc", "print_exc", "format_tb", "print_tb",
                                       "extract_tb", "print_last"))):
@@ -258,7 +256,28 @@ def _consumers():
         code = getattr(getattr(enum.EnumMeta, attr, None), "__code__", None)
         if code is not None:
             found.append(code)
+    found.extend(_frame_readers(typing))
     return frozenset(found)
+
+
+def _frame_readers(module):
+    """The code of ``module``'s functions and methods that call ``sys._getframe``: in ``typing`` each
+    reads its caller's module name for pickling (``NamedTuple``, ``TypedDict``, ``TypeVar``, ``_caller``
+    and their older spellings) or whether ``abc``/``functools`` is asking, in every Python version."""
+    owners, seen, found = [vars(module)], set(), []
+    while owners:
+        for value in list(owners.pop().values()):
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if isinstance(value, type) and getattr(value, "__module__", None) == module.__name__ \
+                    and id(value) not in seen:
+                seen.add(id(value))
+                owners.append(vars(value))
+                continue
+            code = getattr(value, "__code__", None)
+            if code is not None and getattr(value, "__module__", None) == module.__name__:
+                found.extend(c for c in _all_codes([code]) if "_getframe" in c.co_names)
+    return found
 
 
 def _read_sealed(paths, compiled):
