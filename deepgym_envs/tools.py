@@ -15,7 +15,6 @@ import itertools
 import json
 import os
 import re
-import stat
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -182,9 +181,9 @@ class Tools:
             # On the host, within the time a sandboxed search gets: the files are the agent's, as
             # many as it likes, each read up to 2 MiB.
             wanted = re.compile(fnmatch.translate(include)).match if include else None
-            until = _Until(SEARCH_TIMEOUT)
-            matches, total = _scan(until.files(_walk_files(root, wanted)), rx, base, pattern)
-            if until.hit:
+            matches, total, hit = _scan_dirs(_walk_dirs(root, wanted), rx, base, pattern,
+                                             until=time.monotonic() + SEARCH_TIMEOUT)
+            if hit:
                 cut = (f"\n[the search stopped after {SEARCH_TIMEOUT:.0f}s; what it found is above, more may "
                        "exist: narrow it with path or include]")
                 return ToolResult("\n".join(matches or [f"no matches for {pattern!r} so far"]) + cut)
@@ -418,13 +417,26 @@ def _is_dir(sb: Sandbox, path: str) -> bool:
 
 def _walk_files(root: str, wanted: Callable[[str], object] | None = None):
     """Regular files under ``root`` in sorted order, skipping SKIP_DIRS, symlinks and anything
-    else that is not a plain file (a FIFO would block the read). The file type comes from the
-    directory listing, not a stat per file: through ``/proc/<pid>/root`` each lookup is dear.
-    ``wanted``: a file-name filter (the compiled ``include`` glob). A stack, not recursion: the
-    agent's tree may nest thousands of directories deep. A file with several names (hard links)
-    is yielded once, under the first: ten thousand links to one file cost one read, not ten thousand."""
+    else that is not a plain file (a FIFO would block the read): the paths of :func:`_walk_dirs`."""
     if os.path.isfile(root):
         yield root
+        return
+    for top, names in _walk_dirs(root, wanted):
+        for name in names:
+            yield os.path.join(top, name)
+
+
+def _walk_dirs(root: str, wanted: Callable[[str], object] | None = None):
+    """(directory, names of its regular files) under ``root`` in sorted order, skipping SKIP_DIRS,
+    symlinks and anything else that is not a plain file (a FIFO would block the read). The file
+    type comes from the directory listing, not a stat per file: through ``/proc/<pid>/root`` each
+    lookup is dear. One item per directory, not per file: a search's per-file work in Python is
+    what it costs beyond grep's. ``wanted``: a file-name filter (the compiled ``include`` glob). A
+    stack, not recursion: the agent's tree may nest thousands of directories deep. A file with
+    several names (hard links) is listed once, under the first: ten thousand links to one file
+    cost one read, not ten thousand."""
+    if os.path.isfile(root):
+        yield os.path.split(root)[0], [os.path.basename(root)]
         return
     pending = [root]
     seen = set()
@@ -435,7 +447,7 @@ def _walk_files(root: str, wanted: Callable[[str], object] | None = None):
                 entries = sorted(it, key=lambda e: e.name)
         except OSError:
             continue
-        subdirs = []
+        subdirs, names = [], []
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 if entry.name not in SKIP_DIRS:
@@ -444,7 +456,9 @@ def _walk_files(root: str, wanted: Callable[[str], object] | None = None):
                 if entry.inode() in seen:  # from the directory listing: no stat
                     continue
                 seen.add(entry.inode())
-                yield entry.path
+                names.append(entry.name)
+        if names:
+            yield top, names
         pending += reversed(subdirs)  # the first subdirectory is walked next, as recursion would
 
 
@@ -453,23 +467,29 @@ def _read_head(path: str, limit: int = 2 << 20, dir_fd: int | None = None) -> by
     symlink and without blocking (the agent may have swapped the listed file for a link or a FIFO
     since the walk), and read only if it is a regular file; read in small chunks, since one read of
     ``limit`` bytes allocates that much for every file, which was most of a search's time.
-    ``dir_fd``: the open directory ``path`` (then a bare name) is in."""
+    ``dir_fd``: the open directory ``path`` (then a bare name) is in.
+
+    Read with ``pread``, which refuses what is not a file (ESPIPE on a FIFO or socket, EISDIR on a
+    directory): that is the regular-file check, without an ``fstat`` per file, which an overlay
+    answers slowly (a third of a search's time on the namespace backend). A device node is the one
+    other kind ``pread`` reads, and the agent cannot make one (no ``CAP_MKNOD``)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dir_fd)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, size = [], 0
+        chunk = os.pread(fd, min(1 << 16, limit), 0)
+        if len(chunk) < 1 << 16:  # the end of the file: no second read for the many small ones
+            return chunk
+        chunks, size = [chunk], len(chunk)
         while size < limit:
             want = min(1 << 16, limit - size)
-            chunk = os.read(fd, want)
+            chunk = os.pread(fd, want, size)
             chunks.append(chunk)
             size += len(chunk)
-            if len(chunk) < want:  # the end of the file: no second read for the many small ones
+            if len(chunk) < want:
                 break
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return b"".join(chunks)
     except OSError:
         return None
     finally:
@@ -477,75 +497,82 @@ def _read_head(path: str, limit: int = 2 << 20, dir_fd: int | None = None) -> by
 
 
 def _scan(files, rx, base: str, literal: str | None) -> tuple[list[str], int]:
-    """The first matches (``path:line: text``) of ``rx`` in ``files``, and how many there are.
-    ``literal``: the pattern when it is plain text (files without it are skipped undecoded: a
-    literal without U+FFFD is in the decoded text only if its UTF-8 bytes are in the raw ones)."""
+    """The first matches (``path:line: text``) of ``rx`` in ``files``, and how many there are
+    (:func:`_scan_dirs` over the files grouped by directory)."""
+    return _scan_dirs(_by_dir(files), rx, base, literal)[:2]
+
+
+def _by_dir(files):
+    """``files`` as (directory, names) runs, in their order."""
+    top, names = None, []
+    for file in files:
+        parent, name = os.path.split(file)
+        if parent != top and names:
+            yield top, names
+            names = []
+        top = parent
+        names.append(name)
+    if names:
+        yield top, names
+
+
+def _scan_dirs(dirs, rx, base: str, literal: str | None,
+               until: float | None = None) -> tuple[list[str], int, bool]:
+    """The first matches (``path:line: text``) of ``rx`` in the files of ``dirs`` ((directory,
+    names) pairs), how many there are, and whether the scan stopped at ``until`` (a
+    ``time.monotonic()`` time) before the end. ``literal``: the pattern when it is plain text
+    (files without it are skipped undecoded: a literal without U+FFFD is in the decoded text only
+    if its UTF-8 bytes are in the raw ones)."""
     needle = None
     if literal is not None and "\ufffd" not in literal:
         needle = literal.encode("utf-8", "surrogatepass")
     matches: list[str] = []
     total = 0
-    # Each file is opened relative to its open directory: a full path through /proc/<pid>/root
-    # is looked up again from the root for every file, which cost the namespace backend 2x.
-    cur_dir, dir_fd = None, None
-    try:
-        for file in files:
-            parent, name = os.path.split(file)
-            if parent != cur_dir:
-                if dir_fd is not None:
-                    os.close(dir_fd)
-                cur_dir, dir_fd = parent, None
-                try:
-                    dir_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY)
-                except OSError:
-                    pass
-            data = _read_head(name, dir_fd=dir_fd) if dir_fd is not None else None
-            if data is None or b"\0" in data[:8192] or (needle is not None and needle not in data):
-                continue
-            text = data.decode("utf-8", "replace")
-            if literal is not None and literal not in text:  # most files do not match: skip splitting them
-                continue
-            rel = os.path.relpath(file, base)
-            for lineno, line in enumerate(text.splitlines(), 1):
-                if rx.search(line[:4000]):
-                    total += 1
-                    if len(matches) < MAX_SEARCH_MATCHES:
-                        matches.append(f"{rel}:{lineno}: {line.strip()[:200]}")
-    finally:
-        if dir_fd is not None:
+    for top, names in dirs:
+        # Each file is opened relative to its open directory: a full path through /proc/<pid>/root
+        # is looked up again from the root for every file, which cost the namespace backend 2x.
+        try:
+            dir_fd = os.open(top or ".", os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            for name in names:
+                if until is not None and time.monotonic() > until:
+                    return matches, total, True
+                data = _read_head(name, dir_fd=dir_fd)
+                if data is None or (needle is not None and needle not in data) or data.find(b"\0", 0, 8192) >= 0:
+                    continue
+                text = data.decode("utf-8", "replace")
+                if literal is not None and literal not in text:  # most files do not match: skip splitting them
+                    continue
+                rel = os.path.relpath(os.path.join(top, name), base)
+                for lineno, line in enumerate(text.splitlines(), 1):
+                    if rx.search(line[:4000]):
+                        total += 1
+                        if len(matches) < MAX_SEARCH_MATCHES:
+                            matches.append(f"{rel}:{lineno}: {line.strip()[:200]}")
+        finally:
             os.close(dir_fd)
-    return matches, total
+    return matches, total, False
 
 
 #: Seconds a search may run (a regular expression's in the sandbox, plain text's on the host).
 SEARCH_TIMEOUT = 20.0
 
 
-class _Until:
-    """Passes files on until a time: whether it stopped early is ``hit``."""
-
-    def __init__(self, seconds: float) -> None:
-        self.at, self.hit = time.monotonic() + seconds, False
-
-    def files(self, files):
-        for file in files:
-            if time.monotonic() > self.at:
-                self.hit = True
-                return
-            yield file
 _SEARCH_MAIN = """
 pattern, root, include = sys.argv[1], sys.argv[2], sys.argv[3]
 SKIP_DIRS, MAX_SEARCH_MATCHES = frozenset(json.loads(sys.argv[4])), int(sys.argv[5])
 wanted = re.compile(fnmatch.translate(include)).match if include else None
-print(json.dumps(_scan(_walk_files(root, wanted), re.compile(pattern), os.getcwd(), None)))
+print(json.dumps(_scan_dirs(_walk_dirs(root, wanted), re.compile(pattern), os.getcwd(), None)[:2]))
 """
 
 
 @functools.lru_cache(maxsize=1)
 def _search_script() -> str:
     """The same walk and scan as a script for the sandbox's Python (one implementation of both)."""
-    head = "from __future__ import annotations\nimport fnmatch, json, os, re, stat, sys\nfrom typing import Callable\n"
-    return head + inspect.getsource(_walk_files) + inspect.getsource(_read_head) + inspect.getsource(_scan) + _SEARCH_MAIN
+    head = "from __future__ import annotations\nimport fnmatch, json, os, re, sys, time\nfrom typing import Callable\n"
+    return head + "".join(inspect.getsource(f) for f in (_walk_dirs, _read_head, _scan_dirs)) + _SEARCH_MAIN
 
 
 def clip(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:

@@ -368,3 +368,55 @@ def test_reap_removes_leftovers_of_dead_owners_only(tree, tmp_path):
         assert main(["sandbox", "reap"]) == 0
         assert not os.path.exists(dead_tmp)
         assert os.path.isdir(live._tmp) and live.exec(["true"]).exit_code == 0
+
+
+def _spares_started(box) -> None:
+    """Wait until the holders a reset starts ahead (after a short delay, in a thread) are mounted."""
+    filler = getattr(box, "_filler", None)  # the test waits for what the reset left running
+    if filler is not None:
+        filler.join()
+    for spare in getattr(box, "_spares", ()):
+        assert spare.mounted()
+
+
+@requires_namespace
+def test_a_reset_right_after_a_reset_finds_a_holder_already_mounted(ns, monkeypatch):
+    """Back-to-back resets (nothing between them) used to wait for the holder the first one had
+    just started: now two are kept started ahead, and a reset starts none itself."""
+    import threading
+
+    from deepgym_envs.sandbox.namespace import NamespaceSandbox
+
+    ns.reset()
+    _spares_started(ns)
+    started_by_reset = []
+    spawn = NamespaceSandbox._spawn_holder
+
+    def counted(self):
+        if threading.current_thread() is threading.main_thread():
+            started_by_reset.append(1)
+        return spawn(self)
+
+    monkeypatch.setattr(NamespaceSandbox, "_spawn_holder", counted)
+    for i in range(2):
+        ns.write_file("dirty.txt", b"episode's\n")
+        assert ns.exec(["sh", "-c", "echo x > /tmp/left && echo y > /dev/shm/left"]).exit_code == 0
+        ns.reset()
+        # each episode still starts from a pristine tree, with /tmp and /dev/shm empty
+        assert not ns.exists("dirty.txt") and ns.diff() == ""
+        assert ns.exec(["sh", "-c", "ls /tmp /dev/shm | grep -c left"]).stdout.strip() == "0"
+    assert started_by_reset == []
+
+
+@requires_namespace
+def test_resets_and_spares_leave_nothing_after_close(tree):
+    from deepgym_envs.sandbox.execserver import agent_exec
+
+    before = leftovers()
+    box = make_sandbox(tree, "namespace")
+    agent_exec(box, "true")  # a command server, which resets start ahead in a spare
+    for _ in range(3):
+        box.reset()
+    box.reset()  # and close right after a reset, its spares not yet started
+    box.close()
+    assert leftovers() == before

@@ -164,8 +164,13 @@ class Resident(Protocol):
     def ready(self) -> bool:
         """It said it is ready: a renewed view may keep it."""
 
-    def start(self) -> None:
-        """Start it, without waiting for it to be ready."""
+    ahead: bool
+    """Worth starting in the next reset's view before that reset (small, and wanted at once after
+    one: the command server); a large one (the warm test server) is started again by the reset."""
+
+    def start(self, into: object | None = None) -> None:
+        """Start it, without waiting for it to be ready. ``into``: the next reset's view, handed
+        over by the sandbox (:meth:`HostsResidents.spawn`), instead of the current one."""
 
     def stop(self, wait: bool = True) -> None:
         """Kill it and everything it runs (``wait=False``: leave reaping it to a later call)."""
@@ -181,17 +186,19 @@ _R = TypeVar("_R", bound=Resident)
 class HostsResidents(Protocol):
     """A sandbox that hosts resident helper processes (namespace): each started as one of its
     commands is, in a PID namespace of its own, stopped by ``reset()`` (and started again over the
-    new view if it was running) and ``close()``; ``renew()`` keeps one that is ready and checks
-    that none left a process behind."""
+    new view if it was running, or replaced by one started there ahead of it) and ``close()``;
+    ``renew()`` keeps one that is ready and checks that none left a process behind."""
 
     limits: SandboxLimits
     warm_tests: bool
     """Whether this sandbox's user asked for warm helpers (:attr:`SandboxSpec.warm_tests`)."""
 
-    def spawn(self, cmd: list[str], env: dict[str, str], cwd: str, pass_fds: Sequence[int]) -> subprocess.Popen:
+    def spawn(self, cmd: list[str], env: dict[str, str], cwd: str, pass_fds: Sequence[int],
+              into: object | None = None) -> subprocess.Popen:
         """Start ``cmd`` inside the sandbox, detached: its own session, no output, the command limits,
         and no parent-death signal (it would fire when the calling *thread* ends); ``pass_fds``
-        are inherited. The caller owns the process (:meth:`Resident.stop` kills its group)."""
+        are inherited. The caller owns the process (:meth:`Resident.stop` kills its group).
+        ``into``: what the sandbox passed to :meth:`Resident.start`: the next reset's view."""
 
     def resident(self, key: str, make: Callable[[], _R] | None = None) -> _R | None:
         """The resident kept under ``key``, made by ``make()`` at first use (None without ``make``)."""

@@ -45,6 +45,9 @@ class ExecServer(ForkServer):
     # workspace or of the task's environment variables reaches the server's imports.
     python = (os.path.abspath(sys.executable), "-I", "-S")
     start_timeout = 10.0
+    # Started in the next reset's view ahead of that reset: the first command after a reset
+    # then finds it ready instead of waiting for an interpreter to start (~60-90 ms).
+    ahead = True
 
     def __init__(self, sandbox: Sandbox) -> None:
         super().__init__(sandbox, {})  # the environment every cold command gets (env=None)

@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar, cast
@@ -76,6 +77,13 @@ find "$mnt/tmp" -mindepth 1 -depth "$@" -delete
 """
 _R = TypeVar("_R", bound=Resident)
 SUPPORT_DIR = "/deepgym"  # where deepgym's own helper files appear (read-only)
+#: Holders a sandbox keeps started ahead of its resets: with two, a reset right after a reset
+#: still finds one whose workspace is mounted (starting one is six process starts, ~10-20 ms).
+SPARE_HOLDERS = 2
+#: Seconds after a reset before the spares used up are replaced: the process starts that takes
+#: (holding the interpreter lock for milliseconds each, and a core on this 2-core machine for the
+#: command server's start) would otherwise land on the agent's first step or the next reset.
+SPARE_DELAY = 0.05
 
 
 def available() -> tuple[bool, str]:
@@ -196,11 +204,15 @@ class NamespaceSandbox(HostViewSandbox):
             self._bind_sources = [src for src, _ in self._ro_binds]
             self._rw_sources = [host for host, _ in self._rw_binds]
         self._holder: subprocess.Popen | None = None
-        self._spare: subprocess.Popen | None = None  # the next reset's holder, started ahead
+        self._spares: list[_Spare] = []  # the next resets' holders, started ahead, the next first
+        self._spares_lock = threading.Lock()
+        self._filler: threading.Thread | None = None  # starting spares, off the reset's path
+        self._closing = threading.Event()  # wakes a filler that waits out SPARE_DELAY
         self._dying: list[subprocess.Popen] = []  # killed holders not yet reaped
         self._layer: str | None = None  # the directory of the layer renew() mounted, if any
         self.warm_tests = warm_tests
         self._residents: dict[str, Resident] = {}
+        self._makers: dict[str, Callable[[], Resident]] = {}  # how each resident is made, for the spares'
         self._cgroup = PidsCgroup.create(self.limits.max_processes)
         try:
             self._start_holder()
@@ -262,12 +274,11 @@ class NamespaceSandbox(HostViewSandbox):
         return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True, close_fds=True, env=launcher_env(), cwd="/")
 
-    def _start_holder(self, holder: subprocess.Popen | None = None) -> None:
-        """Make ``holder`` (a new one if None) this sandbox's, once its workspace is mounted."""
-        holder = holder or self._spawn_holder()
-        assert holder.stdout is not None
-        line = holder.stdout.readline()
-        if line.strip() != b"ready":
+    def _start_holder(self, spare: _Spare | None = None) -> None:
+        """Make ``spare``'s holder (a new one if None) this sandbox's, once its workspace is mounted."""
+        spare = spare or _Spare(self._spawn_holder())
+        holder = spare.proc
+        if not spare.mounted():
             err = _kill_holder(holder, read_error=True)
             raise SandboxError(f"namespace sandbox did not start: {err.strip()[:500] or 'holder exited'}")
         self._holder = holder
@@ -303,13 +314,14 @@ class NamespaceSandbox(HostViewSandbox):
     def host_root(self) -> str:
         return f"/proc/{self._holder_pid()}/root{self._mnt}/merged"
 
-    def _enter(self) -> list[str]:
-        """argv prefix that runs a host program inside the holder's namespaces (no bwrap).
+    def _enter(self, holder: int | None = None) -> list[str]:
+        """argv prefix that runs a host program inside the holder's namespaces (no bwrap);
+        ``holder``: the pid of another holder of this sandbox's (a spare) instead.
 
         As root it becomes the namespace's root, that is the sandbox uid: what it writes is the
         sandbox's, and it reads nothing that uid could not. An ordinary user stays itself."""
         keep = () if self._as_root else ("--preserve-credentials",)
-        return [host_tool("nsenter"), "-t", str(self._holder_pid()), "-U", "-m", "-n", *keep, "--"]
+        return [host_tool("nsenter"), "-t", str(holder or self._holder_pid()), "-U", "-m", "-n", *keep, "--"]
 
     def _pristine_git_dir(self) -> str:
         return f"{self._lower}/.git"
@@ -357,9 +369,10 @@ class NamespaceSandbox(HostViewSandbox):
         return changed
 
     # -- commands ------------------------------------------------------------------------------
-    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: list[int] | None = None) -> list[str]:
+    def _argv(self, cmd: list[str], env: dict[str, str], cwd: str, fds: list[int] | None = None,
+              holder: int | None = None) -> list[str]:
         """``fds``: what :meth:`_command_fds` opened for this command (the seccomp program); the
-        file that holds bubblewrap's arguments is added to it.
+        file that holds bubblewrap's arguments is added to it. ``holder``: see :meth:`_enter`.
 
         bubblewrap stays in the sandbox as its PID 1, so its command line is readable inside:
         it reads its arguments (every host path it binds, the command's environment) from that
@@ -406,12 +419,20 @@ class NamespaceSandbox(HostViewSandbox):
                 "--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
-        return [*self._enter(), host_tool("bwrap"), "--args", str(_args_file(args, fds)), "--", *cmd]
+        return [*self._enter(holder), host_tool("bwrap"), "--args", str(_args_file(args, fds)), "--", *cmd]
 
-    def spawn(self, cmd: list[str], env: dict[str, str], cwd: str, pass_fds: Sequence[int]) -> subprocess.Popen:
+    def spawn(self, cmd: list[str], env: dict[str, str], cwd: str, pass_fds: Sequence[int],
+              into: object | None = None) -> subprocess.Popen:
         """Start ``cmd`` as a resident: this sandbox's view, limits and cgroup, a PID namespace of its
-        own (as every command has), but its own session, no output and no parent-death signal."""
+        own (as every command has), but its own session, no output and no parent-death signal.
+        ``into``: a spare holder (what :meth:`reset` passes to a resident it starts ahead), whose
+        pristine workspace is then the one it sees; this waits for that workspace to be mounted."""
         self._check_open()
+        holder = None
+        if into is not None:
+            if not isinstance(into, _Spare) or not into.mounted():
+                raise SandboxError("the spare holder did not start")
+            holder = into.proc.pid
         fds = self._command_fds()
         try:
             # Programs set the limits where they are installed, so this process is not forked (a
@@ -420,7 +441,7 @@ class NamespaceSandbox(HostViewSandbox):
             prefix = limits_argv(self.limits, user_process_baseline(), self._cgroup, parent_death=False)
             hook = None if prefix is not None else functools.partial(_resident_preexec, self.limits,
                                                                       user_process_baseline(), self._cgroup)
-            return subprocess.Popen([*(prefix or ()), *self._argv(cmd, command_env(env), cwd, fds)],
+            return subprocess.Popen([*(prefix or ()), *self._argv(cmd, command_env(env), cwd, fds, holder)],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=launcher_env(), cwd="/",
                                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
                                     pass_fds=(*pass_fds, *fds), preexec_fn=hook)
@@ -435,6 +456,7 @@ class NamespaceSandbox(HostViewSandbox):
         found = self._residents.get(key)
         if found is None and make is not None:
             found = self._residents[key] = make()
+            self._makers[key] = make
         return cast("_R | None", found)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -496,11 +518,14 @@ class NamespaceSandbox(HostViewSandbox):
     def reset(self) -> None:
         """A fresh holder over the same pristine tree: the old upper layer vanishes with its tmpfs.
 
-        A warm test server, if this sandbox has used one, is replaced too (its view was of the old
-        workspace); the new one starts importing pytest now, in the background.
+        The holder was started ahead, at an earlier reset (two are kept, so back-to-back resets
+        find one mounted); it has run nothing but a resident started in it ahead of need (the
+        command server), which has served nothing. A resident this sandbox had that was not
+        started ahead (the warm test server: too large to keep a spare of) is replaced too, its
+        view being of the old workspace; the new one starts importing pytest now, in the background.
         """
         self._check_open()
-        restart = [resident for resident in self._residents.values() if resident.started]
+        restart = {key for key, resident in self._residents.items() if resident.started}
         for resident in self._residents.values():
             resident.stop(wait=False)  # it sees only the old holder's workspace while it dies
         self._detach_net()
@@ -509,18 +534,57 @@ class NamespaceSandbox(HostViewSandbox):
             _kill_holder(old, wait=False)
             self._dying.append(old)
         self._reap(block=False)
-        spare, self._spare = self._spare, None
+        with self._spares_lock:
+            spare = self._spares.pop(0) if self._spares else None
         try:
             self._start_holder(spare)
         except SandboxError:
             if spare is None:
                 raise
+            spare.stop_residents()
+            spare = None
             self._start_holder()  # the spare died (it is an ordinary process): start one now
         self._layer = None
-        # Starting a holder (unshare, two mounts) is most of a reset: have the next one ready.
-        self._spare = self._spawn_holder()
-        for resident in restart:
-            resident.start()
+        adopted = spare.residents if spare is not None else {}
+        for key in restart - adopted.keys():
+            self._residents[key].start()
+        self._residents.update(adopted)
+        # A build step's holder gets its network at its reset: nothing is started in it before.
+        ahead = {} if self._network else {key: self._makers[key] for key in sorted(restart | adopted.keys())
+                                         if self._residents[key].ahead}
+        self._filler = threading.Thread(target=self._fill_spares, args=(ahead, self._filler),
+                                        name="deepgym-spares", daemon=True)
+        self._filler.start()
+
+    def _fill_spares(self, ahead: dict[str, Callable[[], Resident]], last: threading.Thread | None) -> None:
+        """Start holders until :data:`SPARE_HOLDERS` are waiting, then the residents ``ahead`` names
+        in the next one. In a thread: a process start holds the interpreter lock for milliseconds,
+        which a reset returning, or an agent's step, should not wait for."""
+        if last is not None:
+            last.join()  # one filler at a time
+        if self._closing.wait(SPARE_DELAY):
+            return
+        while True:
+            with self._spares_lock:
+                if self._closed or len(self._spares) >= SPARE_HOLDERS:
+                    break
+            try:
+                spare = _Spare(self._spawn_holder())
+            except OSError:
+                return  # no spare: the next reset starts its holder itself
+            with self._spares_lock:
+                if self._closed:
+                    _kill_holder(spare.proc)
+                    return
+                self._spares.append(spare)
+        with self._spares_lock:
+            if self._closed or not self._spares:
+                return
+            spare = self._spares[0]
+            for key, make in ahead.items():
+                if key not in spare.residents:
+                    spare.residents[key] = make()
+                    spare.residents[key].start(into=spare)
 
     def close(self) -> None:
         if self._closed:
@@ -528,16 +592,45 @@ class NamespaceSandbox(HostViewSandbox):
         self._closed = True
         for resident in self._residents.values():
             resident.stop()
+        self._closing.set()
+        if self._filler is not None:
+            self._filler.join()  # it sees _closed and stops
+            self._filler = None
+        for spare in self._spares:
+            spare.stop_residents()  # before its holder: a start may be waiting for it to mount
         self._stop_holder()
-        if self._spare is not None:
-            _kill_holder(self._spare)
-            self._spare = None
+        for spare in self._spares:
+            _kill_holder(spare.proc)
+        self._spares = []
         self._reap(block=True)
         if self._cgroup is not None:
             self._cgroup.close()
         # The mount existed only inside the holder's namespace, so this is a plain empty directory.
         remove_tree(self._tmp)
         self._unstage()
+
+
+class _Spare:
+    """A holder started ahead of a reset, and the residents started in it ahead of need."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.residents: dict[str, Resident] = {}
+        self._lock = threading.Lock()  # the reset and a resident's start may both wait for it
+        self._mounted: bool | None = None
+
+    def mounted(self) -> bool:
+        """Wait for the holder to say its workspace is mounted; False if it ended first."""
+        with self._lock:
+            if self._mounted is None:
+                assert self.proc.stdout is not None
+                self._mounted = self.proc.stdout.readline().strip() == b"ready"
+            return self._mounted
+
+    def stop_residents(self) -> None:
+        for resident in self.residents.values():
+            resident.stop()
+        self.residents = {}
 
 
 def _resident_preexec(limits: SandboxLimits, baseline: int, cgroup: PidsCgroup | None) -> None:

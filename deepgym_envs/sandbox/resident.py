@@ -49,6 +49,7 @@ class ForkServer:
     script: str
     python: tuple[str, ...] = ("python",)
     start_timeout = 60.0
+    ahead = False
 
     def __init__(self, sandbox: Sandbox, env: dict[str, str]) -> None:
         # A server cleans up by signalling its whole PID namespace: only a backend that gives every
@@ -67,22 +68,24 @@ class ForkServer:
         self.runs = self.fallbacks = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, into: object | None = None) -> None:
         """Start the server without waiting for it (it gets ready while the agent thinks).
 
         Starting the sandboxed command (building its view's argv, then the process) runs in a
-        thread, so a ``reset()`` that restarts the server does not wait for it."""
+        thread, so a ``reset()`` that restarts the server does not wait for it. ``into``: the
+        sandbox's next view (:meth:`HostsResidents.spawn`), where the thread may first wait for
+        that view to be mounted."""
         if self.started:
             return
-        self._starter = threading.Thread(target=self._spawn, name=f"start-{self.script}", daemon=True)
+        self._starter = threading.Thread(target=self._spawn, args=(into,), name=f"start-{self.script}", daemon=True)
         self._starter.start()
 
-    def _spawn(self) -> None:
+    def _spawn(self, into: object | None) -> None:
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             cmd = [*self.python, f"{self.sandbox.support_dir}/{self.script}", str(server_end.fileno())]
             # "/" not the workspace: nothing of the repository is on the server's path.
-            self._proc = self.sandbox.spawn(cmd, self.env, "/", (server_end.fileno(),))
+            self._proc = self.sandbox.spawn(cmd, self.env, "/", (server_end.fileno(),), into=into)
         except (OSError, SandboxError):  # not started: the caller runs cold
             host_end.close()
             return

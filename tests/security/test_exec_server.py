@@ -183,6 +183,25 @@ def test_reset_stops_the_server_and_the_next_one_sees_the_new_workspace(sb):
     assert seen.exit_code != 0 and exec_server(sb)._server != before
 
 
+def test_the_first_command_after_a_reset_finds_a_server_started_ahead(sb):
+    """A reset used to start the command server again, and the first command after it waited for
+    an interpreter to start (~70-160 ms). Now one is started in the next reset's holder ahead of
+    need: it was running before the reset, sees only the new, pristine workspace, and serves."""
+    assert agent_exec(sb, "echo x > /testbed/new.txt && echo y > /tmp/new.txt").exit_code == 0
+    sb.reset()  # the first reset finds no server started ahead; it starts one for the next
+    filler = getattr(sb, "_filler", None)  # the spares are started a moment after a reset, in a thread
+    if filler is not None:
+        filler.join()
+    assert agent_exec(sb, "echo x > /testbed/new.txt && echo y > /tmp/new.txt").exit_code == 0
+    running = set(processes_named("deepgym_exec.py"))
+    sb.reset()
+    server = exec_server(sb)
+    assert server.host_pid in running and server.started
+    seen = agent_exec(sb, "ls /testbed/new.txt /tmp/new.txt; echo done")
+    assert seen.exit_code == 0 and "No such file" in seen.stderr and seen.stdout.endswith("done\n"), seen
+    assert server.runs == 1 and server.fallbacks == 0
+
+
 def test_a_command_too_large_for_one_message_runs_cold(sb):
     result = agent_exec(sb, "echo " + "a" * 120_000)
     assert result.exit_code == 0 and result.truncated and result.stdout == "a" * 100_000
