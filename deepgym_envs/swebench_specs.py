@@ -234,8 +234,8 @@ _TABLE: dict[str, list[_Line]] = {
     "mwaskom/seaborn": [
         _Line(_v("0.11"), "3.9", (*PYTEST_BELOW_311, *SEABORN_PACKAGES, "pandas==1.3.5"),
               notes="the harness's pins", trust=("ctypes",)),  # scipy imports ctypes
-        _Line(_v("0.12", "0.13", "0.14"), "3.9", (*PYTEST_BELOW_311, *SEABORN_PACKAGES, "pandas==1.4.4"),
-              notes="pandas 1.4.4 (harness: 2.0.0); the [dev] extra's linters left out",
+        _Line(_v("0.12", "0.13", "0.14"), "3.9", (*PYTEST_BELOW_311, *SEABORN_PACKAGES, "pandas==2.0.0"),
+              notes="the harness's pins; the [dev] extra's linters left out",
               trust=("ctypes",)),  # scipy imports ctypes
     ],
     # The harness: Python 3.10, pip pins numpy 1.23.0, pandas 1.5.3, scipy 1.11.1, dask 2022.8.1,

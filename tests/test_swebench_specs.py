@@ -9,7 +9,7 @@ from deepgym_envs.swebench_specs import _TABLE, spec_for
 
 
 @pytest.mark.parametrize("repo, version, python, pins", [
-    ("mwaskom/seaborn", "0.12", "3.9", {"matplotlib==3.7.2", "numpy==1.25.2", "pandas==1.4.4"}),
+    ("mwaskom/seaborn", "0.12", "3.9", {"matplotlib==3.7.2", "numpy==1.25.2", "pandas==2.0.0"}),
     ("mwaskom/seaborn", "0.11", "3.9", {"pandas==1.3.5"}),
     ("pydata/xarray", "0.12", "3.10", {"numpy==1.21.6", "pandas==1.5.3", "dask==2022.8.1", "setuptools==68.0.0"}),
     ("pydata/xarray", "2022.06", "3.10", {"numpy==1.21.6", "setuptools-scm==7.1.0"}),
