@@ -422,3 +422,60 @@ def test_typing_of_older_pythons_reads_its_callers_module_name_allowed(version):
     lockdown = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_lockdown.py"
     out = subprocess.run([found[-1], "-c", OLD_TYPING, str(lockdown)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+HEAP_READER = '''import gc
+
+
+def _check_setitem_copy(parent):
+    return not gc.get_referents(parent)
+'''
+HEAP_PROJECT = '''import gc
+
+
+def through_pandas():
+    from pandas.core import generic
+    return generic._check_setitem_copy(object())
+
+
+def by_itself():
+    return gc.get_referents(object())
+'''
+HEAP_TESTS = '''
+import pytest
+
+
+def test_the_installed_function_asks_gc_for_a_yes_or_no():
+    import pkg
+    assert pkg.through_pandas() in (True, False)
+
+
+def test_the_project_itself_still_may_not():
+    import pkg
+    with pytest.raises(PermissionError, match="refused"):
+        pkg.by_itself()
+'''
+
+
+def test_an_installed_function_that_asks_gc_only_for_a_yes_or_no_keeps_working(tmp_path):
+    """pandas' _check_setitem_copy (pandas < 3) asks whether a copy's parent is still referred to;
+    refused on 1b73252, seaborn-2848's P2P test_wide_df_with_nonnumeric_variables failed at the
+    base and with the gold patch alike. (A stand-in at pandas' path: pandas 3 dropped the function.)"""
+    import os
+    import subprocess
+    import sys
+
+    import deepgym_envs.testrun
+
+    runner = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_pytest.py"
+    lib, work = tmp_path / "lib", tmp_path / "work"
+    for path, text in {lib / "pandas/__init__.py": "", lib / "pandas/core/__init__.py": "",
+                       lib / "pandas/core/generic.py": HEAP_READER, work / "pkg/__init__.py": HEAP_PROJECT,
+                       work / "tests/test_it.py": HEAP_TESTS}.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    env = {"PYTHONPATH": f"{work}{os.pathsep}{lib}", "DEEPGYM_SEAL": "1", "PATH": os.environ.get("PATH", ""),
+           "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(runner), "-q", "-p", "no:cacheprovider", *_no_plugins(),
+                          "tests/test_it.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])

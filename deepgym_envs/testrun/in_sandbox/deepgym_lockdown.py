@@ -71,6 +71,10 @@ _INSTALLED_CONSUMERS = {
     "_warn_external": ("/matplotlib/cbook/__init__.py",),  # the same, matplotlib < 3.4
     "find_stack_level": ("/pandas/util/_exceptions.py",),  # a warning's stack level: the first frame outside pandas
 }
+#: The same for the heap: installed functions that ask ``gc`` about an object only for a yes or no.
+_INSTALLED_HEAP_READERS = {
+    "_check_setitem_copy": ("/pandas/core/generic.py",),  # is the parent of a copy still referred to?
+}
 _PLACEHOLDER_LIMIT = 1 << 22
 
 
@@ -675,12 +679,12 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
 
     genuine = {}  # (file, function name) -> the function's code objects as that file compiles
 
-    def installed_consumer(code):
-        """An installed package's function that reads its caller's frame only for a name or a bool
-        (``_INSTALLED_CONSUMERS``): installed, so not the change's; its file is not in the workspace.
+    def installed_consumer(code, table=_INSTALLED_CONSUMERS):
+        """An installed package's function that reads its caller's frame (or asks ``gc``) only for a
+        name or a bool (``table``): installed, so not the change's; its file is not in the workspace.
         The code must be what the installed file compiles to (by value: bytecode, constants, names),
         not code the project compiled under that file's name and the function's."""
-        suffixes = _INSTALLED_CONSUMERS.get(code.co_name)
+        suffixes = table.get(code.co_name)
         if suffixes is None or not code.co_filename.endswith(suffixes):
             return False
         key = (code.co_filename, code.co_name)
@@ -698,17 +702,20 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
         return tuple(c for c in _all_codes([top]) if c.co_name == name)
     reads, calls, direct_call = _provenance()
 
-    def asker(frame, allowed=frozenset()):
-        """Who the event is for: TESTS, PROJECT, or LIBRARY (a consumer in ``allowed`` said it).
+    def asker(frame, allowed=frozenset(), table=None):
+        """Who the event is for: TESTS, PROJECT, or LIBRARY (a consumer in ``allowed``, or an
+        installed one in ``table``, said it; with ``allowed`` and no table, the frame readers').
         A stack that no frame decides (a thread whose target is C code, a callback from the
         interpreter) is the project's: only the main thread's stack ends in the harness."""
+        if table is None and allowed:
+            table = _INSTALLED_CONSUMERS
         while frame is not None:
             code = frame.f_code
             found = at(frame)
             if found != LIBRARY:
                 decided[0] = frame
                 return found
-            if code in allowed or (allowed and installed_consumer(code)):
+            if code in allowed or (table is not None and installed_consumer(code, table)):
                 return LIBRARY
             frame = frame.f_back
         return PROJECT
@@ -809,7 +816,7 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
             refuse("loading code with marshal", "code")
 
     def on_heap(event, args, frame):
-        if "gc" not in allow and (not calls(frame, event) or asker(frame) == PROJECT):
+        if "gc" not in allow and (not calls(frame, event) or asker(frame, table=_INSTALLED_HEAP_READERS) == PROJECT):
             refuse(event, "gc")
 
     def on_trace(event, args, frame):
