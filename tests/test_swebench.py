@@ -217,16 +217,17 @@ def test_spec_table_covers_six_repositories():
 
 
 def test_a_spec_whose_environment_holds_pandas_2_grants_ctypes():
-    """pandas >= 1.5 imports ctypes unconditionally (pandas/errors/__init__.py): under the seal a
-    project importing it is refused whatever its change, so such a line keeps ``ctypes`` in its
-    rows' trust; a line without such a package keeps nothing."""
+    """pandas >= 1.5 (pandas/errors/__init__.py) and scipy (scipy/_lib/_ccallback.py) import ctypes
+    unconditionally: under the seal a project importing them is refused whatever its change, so such a
+    line keeps ``ctypes`` in its rows' trust; a line without such a package keeps nothing."""
     from deepgym_envs.swebench_specs import _TABLE
 
     for repo, lines in _TABLE.items():
         for line in lines:
             spec = spec_for(repo, line.versions[0])
             pandas = [r for r in spec.requirements if r.lower().startswith("pandas==")]
-            needs = any(tuple(map(int, r.split("==")[1].split(".")[:2])) >= (1, 5) for r in pandas)
+            needs = any(tuple(map(int, r.split("==")[1].split(".")[:2])) >= (1, 5) for r in pandas) or any(
+                r.lower().startswith("scipy==") for r in spec.requirements)
             assert ("ctypes" in spec.trust) == needs, (spec.key, spec.requirements, spec.trust)
     assert spec_for("pvlib/pvlib-python", "0.9").trust == ("ctypes",)
 
