@@ -68,6 +68,26 @@ def _no_plugins() -> list[str]:
     return [arg for ep in entry_points(group="pytest11") for arg in ("-p", f"no:{ep.name}")]
 
 
+def _sealed_run(tmp_path: Path, files: dict[Path, str], *, lib: bool = False, **env: str):
+    """Write ``files``, then run the sealed runner (``deepgym_pytest.py``, no sandbox) on
+    ``work/tests/test_it.py`` with ``work`` (and ``lib``, outside it: installed code) on the path."""
+    import os
+    import subprocess
+    import sys
+
+    import deepgym_envs.testrun
+
+    runner = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_pytest.py"
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    work = tmp_path / "work"
+    path = f"{work}{os.pathsep}{tmp_path / 'lib'}" if lib else str(work)
+    env = {"PYTHONPATH": path, "DEEPGYM_SEAL": "1", "PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), **env}
+    return subprocess.run([sys.executable, str(runner), "-q", "-p", "no:cacheprovider", *_no_plugins(),
+                           "tests/test_it.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+
+
 def _task(root: Path, prologue: str) -> Task:
     repo = write_toy_repo(root / "calc")
     init = repo / "src/calc/__init__.py"
@@ -244,22 +264,10 @@ def test_code_compiled_under_its_name_and_file_gets_no_frame():
 
 
 def test_only_the_installed_file_s_own_code_is_an_allowed_frame_reader(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    import deepgym_envs.testrun
-
-    runner = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_pytest.py"
     lib, work = tmp_path / "lib", tmp_path / "work"
-    for path, text in {lib / "freezegun/__init__.py": "", lib / "freezegun/api.py": CONSUMER_FILE,
-                       work / "pkg/__init__.py": CONSUMER_PROJECT, work / "tests/test_it.py": CONSUMER_TESTS}.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    env = {"PYTHONPATH": f"{work}{os.pathsep}{lib}", "DEEPGYM_SEAL": "1", "PATH": os.environ.get("PATH", ""),
-           "HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, str(runner), "-q", "-p", "no:cacheprovider", *_no_plugins(),
-                          "tests/test_it.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    out = _sealed_run(tmp_path, {lib / "freezegun/__init__.py": "", lib / "freezegun/api.py": CONSUMER_FILE,
+                                 work / "pkg/__init__.py": CONSUMER_PROJECT, work / "tests/test_it.py": CONSUMER_TESTS},
+                      lib=True)
     assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
 
 
@@ -282,23 +290,11 @@ CALLER_NAME_READERS = {
 
 @pytest.mark.parametrize("package", sorted(CALLER_NAME_READERS))
 def test_installed_packages_that_read_their_callers_module_name_work_sealed(tmp_path, package):
-    import os
-    import subprocess
-    import sys
-
-    import deepgym_envs.testrun
-
     pytest.importorskip(package)
-    runner = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_pytest.py"
     work = tmp_path / "work"
-    for path, text in {work / "pkg/__init__.py": CALLER_NAME_READERS[package],
-                       work / "tests/test_it.py": "def test_it():\n    import pkg\n"}.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    env = {"PYTHONPATH": str(work), "DEEPGYM_SEAL": "1", "PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path),
-           "DEEPGYM_ALLOW": "ctypes" if package == "pandas" else ""}  # pandas >= 1.5 imports ctypes
-    out = subprocess.run([sys.executable, str(runner), "-q", "-p", "no:cacheprovider", *_no_plugins(),
-                          "tests/test_it.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    out = _sealed_run(tmp_path, {work / "pkg/__init__.py": CALLER_NAME_READERS[package],
+                                 work / "tests/test_it.py": "def test_it():\n    import pkg\n"},
+                      DEEPGYM_ALLOW="ctypes" if package == "pandas" else "")  # pandas >= 1.5 imports ctypes
     assert out.returncode == 0 and "1 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
     assert "refused" not in out.stderr, out.stderr[-2000:]
 
@@ -461,21 +457,8 @@ def test_an_installed_function_that_asks_gc_only_for_a_yes_or_no_keeps_working(t
     """pandas' _check_setitem_copy (pandas < 3) asks whether a copy's parent is still referred to;
     refused on 1b73252, seaborn-2848's P2P test_wide_df_with_nonnumeric_variables failed at the
     base and with the gold patch alike. (A stand-in at pandas' path: pandas 3 dropped the function.)"""
-    import os
-    import subprocess
-    import sys
-
-    import deepgym_envs.testrun
-
-    runner = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_pytest.py"
     lib, work = tmp_path / "lib", tmp_path / "work"
-    for path, text in {lib / "pandas/__init__.py": "", lib / "pandas/core/__init__.py": "",
-                       lib / "pandas/core/generic.py": HEAP_READER, work / "pkg/__init__.py": HEAP_PROJECT,
-                       work / "tests/test_it.py": HEAP_TESTS}.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    env = {"PYTHONPATH": f"{work}{os.pathsep}{lib}", "DEEPGYM_SEAL": "1", "PATH": os.environ.get("PATH", ""),
-           "HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, str(runner), "-q", "-p", "no:cacheprovider", *_no_plugins(),
-                          "tests/test_it.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    out = _sealed_run(tmp_path, {lib / "pandas/__init__.py": "", lib / "pandas/core/__init__.py": "",
+                                 lib / "pandas/core/generic.py": HEAP_READER, work / "pkg/__init__.py": HEAP_PROJECT,
+                                 work / "tests/test_it.py": HEAP_TESTS}, lib=True)
     assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
