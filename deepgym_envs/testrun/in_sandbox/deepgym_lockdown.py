@@ -116,7 +116,6 @@ def _installed_code():
     namespace the project made (``types.FunctionType(code, {...})`` rebinds every global it calls)
     is not installed code acting."""
     import gc
-
     import types
 
     function, suspended = types.FunctionType, {types.GeneratorType: "gi_code", types.CoroutineType: "cr_code",
@@ -704,11 +703,9 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
 
     def asker(frame, allowed=frozenset(), table=None):
         """Who the event is for: TESTS, PROJECT, or LIBRARY (a consumer in ``allowed``, or an
-        installed one in ``table``, said it; with ``allowed`` and no table, the frame readers').
+        installed one in ``table``, said it).
         A stack that no frame decides (a thread whose target is C code, a callback from the
         interpreter) is the project's: only the main thread's stack ends in the harness."""
-        if table is None and allowed:
-            table = _INSTALLED_CONSUMERS
         while frame is not None:
             code = frame.f_code
             found = at(frame)
@@ -748,7 +745,8 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
         return capability not in allow and asker(frame, allowed) == PROJECT
 
     def on_getframe(event, args, frame):
-        if "frames" not in allow and (not calls(frame, event) or asker(frame, consumers) == PROJECT):
+        if "frames" not in allow and (not calls(frame, event)
+                                      or asker(frame, consumers, _INSTALLED_CONSUMERS) == PROJECT):
             refuse(event, "frames", RefusedFrame)
 
     def on_current(event, args, frame):
@@ -758,7 +756,8 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
     def on_getattr(event, args, frame):
         name = args[1]
         if name in _FRAME_ATTRS:
-            if "frames" not in allow and (not reads(frame, name) or asker(frame, consumers) == PROJECT):
+            if "frames" not in allow and (not reads(frame, name)
+                                          or asker(frame, consumers, _INSTALLED_CONSUMERS) == PROJECT):
                 refuse(f"reading {name}", "frames", RefusedFrame)
         elif isinstance_(args[0], function_type):  # __code__: only a test function's own is refused
             scope = args[0].__globals__
@@ -816,7 +815,8 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
             refuse("loading code with marshal", "code")
 
     def on_heap(event, args, frame):
-        if "gc" not in allow and (not calls(frame, event) or asker(frame, table=_INSTALLED_HEAP_READERS) == PROJECT):
+        if "gc" not in allow and (not calls(frame, event)
+                                  or asker(frame, table=_INSTALLED_HEAP_READERS) == PROJECT):
             refuse(event, "gc")
 
     def on_trace(event, args, frame):
