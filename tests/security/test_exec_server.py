@@ -193,10 +193,12 @@ def test_the_first_command_after_a_reset_finds_a_server_started_ahead(sb):
     if filler is not None:
         filler.join()
     assert agent_exec(sb, "echo x > /testbed/new.txt && echo y > /tmp/new.txt").exit_code == 0
-    running = set(processes_named("deepgym_exec.py"))
+    # Read from the spares, not from /proc: a server started ahead may not have exec'd its script
+    # yet on a loaded machine (its command line is still the launcher's).
+    ahead = {resident.host_pid for spare in getattr(sb, "_spares", ()) for resident in spare.residents.values()}
     sb.reset()
     server = exec_server(sb)
-    assert server.host_pid in running and server.started
+    assert server.host_pid in ahead and server.started
     seen = agent_exec(sb, "ls /testbed/new.txt /tmp/new.txt; echo done")
     assert seen.exit_code == 0 and "No such file" in seen.stderr and seen.stdout.endswith("done\n"), seen
     assert server.runs == 1 and server.fallbacks == 0
