@@ -6,7 +6,8 @@
   host a resident process;
 * :mod:`.config` — which files pytest reads as configuration, and the pristine one to name;
 * ``in_sandbox/`` — the scripts that run *inside* sandboxes (runner, report plugin, the seal
-  ``deepgym_lockdown``: what the code under test may not see or hold while it is graded, warm server,
+  ``deepgym_lockdown``: what the code under test may not see or hold while it is graded, with
+  ``deepgym_reach``: whether what an allowed frame reader calls is still as installed; warm server,
   tracer, and ``deepgym_django``: Django's runtests.py set-up, loaded when ``-p deepgym_django``
   asks), copied into every sandbox's read-only support directory, never imported here.
 

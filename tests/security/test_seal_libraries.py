@@ -229,9 +229,11 @@ def test_no_ctypes_in_the_graded_process_and_the_kernel_still_holds_cold_and_war
 
 #: An installed package's function the seal lets read its caller's frame (freezegun's "is my caller
 #: ignored?"), as an installed file; the project may call it, but code it compiles under that
-#: function's name and file is not it (on 8e935f5 the forgery got the calling test's frame).
-CONSUMER_FILE = ("import sys\n\n\ndef _should_use_real_time():\n"
-                 "    return sys._getframe(1).f_globals.get('__name__') == '?'\n")
+#: function's name and file is not it (on 8e935f5 the forgery got the calling test's frame), and
+#: where it hands the frame to a helper of its module, the project rebinding the helper gets none
+#: (on 412a018 it got the frame).
+CONSUMER_FILE = ("import sys\n\n\ndef _module_of(frame):\n    return frame.f_globals.get('__name__')\n\n\n"
+                 "def _should_use_real_time():\n    return _module_of(sys._getframe(1)) == '?'\n")
 CONSUMER_PROJECT = '''
 import sys
 
@@ -246,6 +248,16 @@ def forged():
     ns = {"sys": sys}
     exec(compile("def _should_use_real_time():\\n    return sys._getframe(1)\\n", api.__file__, "exec"), ns)
     return ns["_should_use_real_time"]()
+
+
+def rebound():
+    got = []
+    api._module_of = got.append
+    try:
+        api._should_use_real_time()
+    except ValueError as refused:
+        return got, str(refused)
+    return got, ""
 '''
 CONSUMER_TESTS = '''
 import pytest
@@ -260,6 +272,12 @@ def test_code_compiled_under_its_name_and_file_gets_no_frame():
     import pkg
     with pytest.raises(ValueError, match="refused"):
         pkg.forged()
+
+
+def test_a_helper_the_project_rebound_gets_no_frame():
+    import pkg
+    got, refused = pkg.rebound()
+    assert got == [] and "freezegun.api._module_of is not installed code" in refused, refused
 '''
 
 
@@ -268,7 +286,7 @@ def test_only_the_installed_file_s_own_code_is_an_allowed_frame_reader(tmp_path)
     out = _sealed_run(tmp_path, {lib / "freezegun/__init__.py": "", lib / "freezegun/api.py": CONSUMER_FILE,
                                  work / "pkg/__init__.py": CONSUMER_PROJECT, work / "tests/test_it.py": CONSUMER_TESTS},
                       lib=True)
-    assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
+    assert out.returncode == 0 and "3 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
 
 
 #: What real packages do with their caller's frame when the project imports or calls them: read its
@@ -383,6 +401,118 @@ def test_installed_code_is_known_by_what_loaded_it_not_by_its_name(tmp_path, bod
         assert verdict.status == "unresolved", (views, verdict.reason)
     granted = grade(dataclasses.replace(task, trust=["frames"]), append_to_init(body))
     assert granted.status == "resolved", (granted.reason, granted.log[-2000:])
+
+
+#: The readers the seal allows a frame find what they call by name, and the project can rebind those
+#: names in place: ``traceback.extract_stack`` hands its frame to ``walk_stack`` (a module global)
+#: and the frames to ``StackSummary.extract`` (a class attribute); logging's caller lookup hands each
+#: frame to ``_is_internal_frame``. On 412a018 each got the project a frame of the tests' stack.
+def _rebinding(module: str, name: str, call: str) -> str:
+    """A probe that puts a function of its own at ``module.name``, makes ``call`` and says whether
+    the function was handed a frame with a caller."""
+    return f"""
+def _works():
+    import {module}
+    got, real = [], {module}.{name}
+
+    def grab(f):
+        got.append(f)
+        return real(f)
+
+    {module}.{name} = grab
+    try:
+        {call}
+    finally:
+        {module}.{name} = real
+    return got[0].f_back is not None
+"""
+
+
+REBOUND_HELPERS = {
+    "module_global": _rebinding("traceback", "walk_stack", "traceback.extract_stack()"),
+    "class_attribute": """
+def _works():
+    import traceback
+    real = traceback.StackSummary.__dict__["extract"]
+    traceback.StackSummary.extract = classmethod(lambda cls, frames, **options: list(frames))
+    try:
+        stack = traceback.extract_stack()
+    finally:
+        traceback.StackSummary.extract = real
+    return stack[-1][0].f_back is not None  # extract_stack reverses: the innermost is last
+""",
+    "logging": _rebinding("logging", "_is_internal_frame", 'logging.getLogger("calc").warning("clamping")'),
+}
+
+
+@requires_namespace
+@pytest.mark.parametrize("name", sorted(REBOUND_HELPERS))
+def test_an_allowed_reader_whose_helpers_the_project_rebound_reads_nothing(tmp_path, name):
+    import logging
+
+    from tests.security.test_forgery import append_to_init
+
+    if name == "logging" and not hasattr(logging, "_is_internal_frame"):
+        pytest.skip("this Python's logging has no _is_internal_frame")
+    task = task_from_row(toy_row(write_toy_repo(tmp_path / "calc")))
+    body = REBOUND_HELPERS[name] + PROBE_TAIL
+    cold = grade(task, append_to_init(body))
+    assert cold.status == "unresolved", cold.reason
+    assert "may read it only while what it calls is as installed" in cold.log, cold.log[-3000:]
+    with ViewPool() as pool:
+        warm = grade(task, append_to_init(body), views=pool)
+        assert warm.status == "unresolved", warm.reason
+    granted = grade(dataclasses.replace(task, trust=["frames"]), append_to_init(body))
+    assert granted.status == "resolved", (granted.reason, granted.log[-2000:])
+
+
+#: What honest code does with those readers while the tests hold ``sys.stderr`` (capsys) and the
+#: tests themselves replace one of their helpers: still allowed, and nothing is refused.
+HONEST_READERS = """
+import logging
+import traceback
+
+
+def report():
+    try:
+        1 / 0
+    except ZeroDivisionError:
+        traceback.print_exc()
+        return traceback.format_exc() + "".join(traceback.format_stack())
+
+
+def log():
+    logging.getLogger("pkg").warning("careful", stack_info=True)
+"""
+HONEST_READER_TESTS = """
+import logging
+
+
+def test_tracebacks_under_capture(capsys):
+    import pkg
+    assert "ZeroDivisionError" in pkg.report()
+    assert "ZeroDivisionError" in capsys.readouterr().err
+
+
+def test_logging_with_a_helper_the_tests_replaced(caplog, monkeypatch):
+    import pkg
+    real = logging._is_internal_frame
+    monkeypatch.setattr(logging, "_is_internal_frame", lambda f: real(f))
+    pkg.log()
+    assert caplog.records[0].funcName == "log" and "Stack" in caplog.records[0].stack_info
+"""
+
+
+def test_honest_use_of_the_readers_is_not_refused(tmp_path):
+    import logging
+
+    if not hasattr(logging, "_is_internal_frame"):
+        pytest.skip("this Python's logging has no _is_internal_frame")
+    work = tmp_path / "work"
+    out = _sealed_run(tmp_path, {work / "pkg/__init__.py": HONEST_READERS,
+                                 work / "tests/test_it.py": HONEST_READER_TESTS})
+    assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
+    assert "refused" not in out.stderr, out.stderr[-2000:]
 
 
 #: Python 3.8-3.10's typing reads the caller's module name in NamedTuple, TypedDict and TypeVar

@@ -28,7 +28,8 @@ decide "the tests"; anything else, the workspace (``conftest.py`` files included
 decides "the project". A few standard-library
 functions that take a frame only to turn it into text (logging's caller lookup, ``warnings``,
 ``traceback``'s formatting, ``typing`` / ``enum`` / ``namedtuple`` reading the caller's module name)
-are allowed to whoever calls them. A refused frame request raises ``ValueError`` (what those
+are allowed to whoever calls them, while what they call by name is as installed (``deepgym_reach.py``:
+they would hand the frame to a helper the project rebound in place). A refused frame request raises ``ValueError`` (what those
 functions already expect where frames are missing), a refused import ``ImportError``, anything else
 ``PermissionError``; each refusal is written to the run's stderr, so a gold run shows what its
 tests needed. A task whose pristine tests need a capability gets exactly that one
@@ -236,7 +237,7 @@ def _all_codes(codes):
 
 def _consumers():
     """Code of the standard-library functions that read a frame (or a traceback's frames) only to
-    turn it into text or a module name, and hand no frame back."""
+    turn it into text or a module name, and hand no frame back: code -> the globals it runs in."""
     import collections
     import enum
     import logging
@@ -244,23 +245,21 @@ def _consumers():
     import typing
     import warnings
 
-    found = []
+    found = {}
     for owner, names in ((logging.Logger, ("findCaller",)), (logging.Formatter, ("formatException",)),
                          (warnings, ("warn", "_next_external_frame")), (collections, ("namedtuple",)),
                          (traceback, ("extract_stack", "format_stack", "print_stack", "format_exception",
                                       "print_exception", "format_exc", "print_exc", "format_tb", "print_tb",
-                                      "extract_tb", "print_last"))):
+                                      "extract_tb", "print_last")),
+                         (enum.EnumMeta, ("_create_", "_create_pseudo_member_"))):
         for name in names:
             fn = getattr(owner, name, None)
-            code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+            fn = getattr(fn, "__func__", fn)
+            code = getattr(fn, "__code__", None)
             if code is not None:
-                found.append(code)
-    for attr in ("_create_", "_create_pseudo_member_"):
-        code = getattr(getattr(enum.EnumMeta, attr, None), "__code__", None)
-        if code is not None:
-            found.append(code)
-    found.extend(_frame_readers(typing))
-    return frozenset(found)
+                found[code] = fn.__globals__
+    found.update((code, vars(typing)) for code in _frame_readers(typing))
+    return found
 
 
 def _frame_readers(module):
@@ -419,10 +418,21 @@ def seal(workspace, support, test_files, compiled, allow=(), holders=(), not_tes
     kind, at, by_name, register = _classifier(workspace, support, _all_codes(
         [c for entry in store.values() for c in entry[:2] if c is not None]), frozenset(store), installed)
     vet, by_import = _vetting(workspace, not_tests, rewrite, kind, at)
+    record, intact = _load(support, "deepgym_reach.py")["checker"](*installed[:2], lambda code: kind(code) == TESTS)
+    record(consumers)  # what the readers reach, as installed: nothing of the repository has run yet
     state = _make_hook((kind, at, by_name), consumers, store, frozenset(allow), (vet, register, by_import, installed[2]),
-                       workspace)
+                       workspace, intact)
     _route_imports(rewrite, store, state)
     sys.addaudithook(state.pop("hook"))  # from here on it lives in the interpreter's list alone
+
+
+def _load(support, name):
+    """Execute a helper file of the harness's into a private namespace (as this file is)."""
+    path = os.path.join(support, name)
+    with open(path) as fh:
+        namespace = {"__name__": name[:-3], "__file__": path}
+        exec(compile(fh.read(), path, "exec"), namespace)
+    return namespace
 
 
 #: What the host restores to pristine before a grading (``grading.is_test_path``, and conftest files).
@@ -658,8 +668,9 @@ def _provenance():
     return reads, calls, direct_call
 
 
-def _make_hook(classify, consumers, store, allow, vetting, workspace):
-    """The audit hook: a table from event to check; each check raises to refuse."""
+def _make_hook(classify, consumers, store, allow, vetting, workspace, intact):
+    """The audit hook: a table from event to check; each check raises to refuse. ``intact(code,
+    globals)``: whether what an allowed frame reader calls is as installed (``deepgym_reach.py``)."""
     import _thread
 
     kind, at, by_name = classify
@@ -672,6 +683,7 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
     state = {}
 
     decided = [None]  # the frame that decided the last question: named in a refusal
+    broken = [None]  # why an allowed reader that decided it was not allowed this time
 
     def in_workspace(name):
         return isinstance_(name, str_) and isabs(name) and _under(realpath(name), workspace)
@@ -713,7 +725,13 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
                 decided[0] = frame
                 return found
             if code in allowed or (table is not None and installed_consumer(code, table)):
-                return LIBRARY
+                # It would hand what it reads to what it calls: only while that is as installed (the
+                # installed table's were read to keep the frame in a local: their own names only).
+                why = intact(code, frame.f_globals, code in allowed)
+                if why is None:
+                    return LIBRARY
+                decided[0], broken[0] = frame, why
+                return PROJECT
             frame = frame.f_back
         return PROJECT
 
@@ -732,7 +750,10 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace):
 
     def refuse(what, capability, exc=Refused, advice=""):
         where, decided[0] = decided[0], None
+        why, broken[0] = broken[0], None
         place = f", asked from {where.f_code.co_filename}:{where.f_lineno}" if where is not None else ""
+        if why is not None:
+            place += f" ({where.f_code.co_name} may read it only while what it calls is as installed: {why})"
         message = (f"deepgym: {what} is refused to the code under test during grading "
                    f"(capability '{capability}'{place})" + (f"; {advice}" if advice else ""))
         try:
