@@ -515,6 +515,35 @@ def test_honest_use_of_the_readers_is_not_refused(tmp_path):
     assert "refused" not in out.stderr, out.stderr[-2000:]
 
 
+#: A project that reads a module of the test patch (sphinx's autodoc reads the source of the target
+#: module sphinx-8801's test patch adds, which SWE-bench's harness hands pytest): it finds blank
+#: lines, its own tests fail, and validation (which reads the seal's lines) could name no cause.
+READS_A_HIDDEN_FILE = """
+def source_of(path):
+    with open(path) as fh:
+        return fh.read()
+"""
+HIDDEN_FILE_TESTS = """
+def test_it():
+    import pkg
+    assert "def test_it" in pkg.source_of(__file__)
+"""
+
+
+def test_a_project_reading_a_hidden_test_file_is_told_which_trust_it_needs(tmp_path):
+    from deepgym_envs.validate import _REFUSED
+
+    work = tmp_path / "work"
+    files = {work / "pkg/__init__.py": READS_A_HIDDEN_FILE, work / "tests/test_it.py": HIDDEN_FILE_TESTS}
+    out = _sealed_run(tmp_path, files)
+    assert out.returncode == 1 and "1 failed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
+    said = out.stdout + out.stderr
+    assert [m.group(1) for m in _REFUSED.finditer(said)] == ["source"], said[-3000:]
+    assert "tests/test_it.py (a hidden test file)" in said and "asked from " in said, said[-3000:]
+    granted = _sealed_run(tmp_path, files, DEEPGYM_ALLOW="source")
+    assert granted.returncode == 0 and "1 passed" in granted.stdout, (granted.stdout[-3000:], granted.stderr[-2000:])
+
+
 #: Python 3.8-3.10's typing reads the caller's module name in NamedTuple, TypedDict and TypeVar
 #: themselves (3.11 moved it into typing._caller): refused, a functional NamedTuple stayed in module
 #: 'typing' and could not be pickled (sphinx's build environment, sphinx-8273). Checked with the

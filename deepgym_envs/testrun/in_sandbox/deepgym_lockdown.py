@@ -880,6 +880,29 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace, intact):
             return
         if is_mem(path):
             refuse(f"opening {path}", "none")
+        if "source" not in allow and basename(path) in sealed_names and path not in told:
+            blanked_read(path, frame)
+
+    sealed_names = frozenset(basename(path) for path in store)
+    told = set()
+
+    def blanked_read(path, frame):
+        """Say once per file when the project reads a hidden test file, which it finds blanked: a
+        row whose code reads the test patch's own modules (sphinx's autodoc reads the source of a
+        target module the test patch adds) fails for that, and validation names the trust it needs."""
+        real = realpath(path)
+        if real not in store or real in told:
+            told.add(path)  # another file of that name, or said already: not looked at again
+        elif asker(frame) == PROJECT:
+            told.update((path, real))
+            where = decided[0]
+            place = f", asked from {where.f_code.co_filename}:{where.f_lineno}" if where is not None else ""
+            decided[0] = None
+            try:
+                write(2, (f"deepgym: the source of {real} (a hidden test file) is refused to the code under test "
+                          f"during grading (capability 'source'{place}): it reads as blank lines\n").encode())
+            except OSError:
+                pass
 
     handoff = state  # filled by _route_imports
     vet, register, by_import, adopt = vetting
