@@ -235,6 +235,46 @@ def test_pooled_views_grade_like_fresh_sandboxes_and_forget_the_last_candidate(t
     assert sb._closed
 
 
+#: A hidden test that writes a module into the workspace and removes it, as pylint's
+#: ``test_parseable_file_path`` does (under ``tests/`` + the working directory).
+WRITES_IN_WORKSPACE = (
+    "\n\ndef test_writes_a_module_beside_itself():\n"
+    "    import os\n"
+    "    made = os.path.dirname(os.path.abspath(__file__)) + os.getcwd()\n"
+    "    os.makedirs(made)\n"
+    "    module = os.path.join(made, 'target.py')\n"
+    "    with open(module, 'w') as fh:\n"
+    "        fh.write('a, b = object()\\n')\n"
+    "    os.remove(module)\n"
+    "    os.removedirs(made)\n")
+
+
+def test_a_renewed_view_lets_the_tests_write_in_the_workspace_and_is_sealed(tmp_path):
+    """pylint-7080: its gold patch, resolved by validation (fresh sandboxes), was unresolved in an
+    episode, whose final grading ran in a pooled view renewed after the shaping gradings. The warm
+    server's Landlock rules (its first stage) name the workspace mount it started on; a renewal
+    mounts a new one, so in every later run opening a workspace file for writing was refused: a test
+    that writes there failed, and the seal could not blank the hidden tests."""
+    from conftest import TEST_PATCH, toy_row, write_toy_repo
+    from deepgym_envs.grading import grade
+    from deepgym_envs.sandbox.pool import ViewPool
+    from deepgym_envs.tasks import task_from_row
+
+    lines = WRITES_IN_WORKSPACE.splitlines()
+    test_patch = (TEST_PATCH.replace("@@ -7,3 +7,7 @@", f"@@ -7,3 +7,{7 + len(lines)} @@")
+                  + "".join(f"+{line}\n" for line in lines))
+    row = toy_row(write_toy_repo(tmp_path / "calc"), test_patch=test_patch)
+    row["PASS_TO_PASS"] = [*row["PASS_TO_PASS"], "tests/test_ops.py::test_writes_a_module_beside_itself"]
+    task = task_from_row(row)
+    assert grade(task, task.patch).status == "resolved"  # as validation grades it
+    with ViewPool() as pool:
+        for _ in range(3):
+            pooled = grade(task, task.patch, views=pool)
+            assert pooled.status == "resolved", pooled.reason
+            assert "could not seal" not in pooled.log
+        assert pool.created == 1
+
+
 def test_run_batch_warm_and_cold_agree(toy_task):
     from deepgym_envs.batch import run_batch
 

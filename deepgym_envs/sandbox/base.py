@@ -162,11 +162,16 @@ class Resident(Protocol):
 
     @property
     def ready(self) -> bool:
-        """It said it is ready: a renewed view may keep it."""
+        """It said it is ready: a renewed view may keep it (unless :attr:`bound_to_view`)."""
 
     ahead: bool
     """Worth starting in the next reset's view before that reset (small, and wanted at once after
     one: the command server); a large one (the warm test server) is started again by the reset."""
+
+    bound_to_view: bool
+    """Its confinement names the workspace mount it started on (Landlock rules hold mounts, not
+    paths: the warm test server's): ``renew()``'s new mount would be out of its reach, so a
+    renewal restarts it over the new one instead of keeping it."""
 
     def start(self, into: object | None = None) -> None:
         """Start it, without waiting for it to be ready. ``into``: the next reset's view, handed
@@ -187,7 +192,8 @@ class HostsResidents(Protocol):
     """A sandbox that hosts resident helper processes (namespace): each started as one of its
     commands is, in a PID namespace of its own, stopped by ``reset()`` (and started again over the
     new view if it was running, or replaced by one started there ahead of it) and ``close()``;
-    ``renew()`` keeps one that is ready and checks that none left a process behind."""
+    ``renew()`` keeps one that is ready (restarts one bound to the view) and checks that none left
+    a process behind."""
 
     limits: SandboxLimits
     warm_tests: bool

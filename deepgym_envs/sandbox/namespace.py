@@ -463,8 +463,10 @@ class NamespaceSandbox(HostViewSandbox):
     def renew(self) -> None:
         """Back to the pristine tree *in the same holder*: a fresh copy-on-write layer is mounted
         over the workspace, and every process of this sandbox sees it at once (mount propagation),
-        so a warm test server keeps serving. ``/tmp`` and ``/dev/shm`` are emptied too. Only
-        between commands.
+        so a resident keeps serving. ``/tmp`` and ``/dev/shm`` are emptied too. Only between
+        commands. A resident bound to the view (:attr:`Resident.bound_to_view`: the warm test
+        server, whose Landlock rules hold the old mount) is restarted over the new one instead: it
+        starts importing pytest now, while the next grading prepares its view.
 
         For grading views (see :mod:`deepgym_envs.sandbox.pool`): the next candidate must see
         nothing of the last. What the last one could have changed is the workspace, ``/tmp``,
@@ -475,9 +477,12 @@ class NamespaceSandbox(HostViewSandbox):
         uses ``reset()``, which replaces every process as well.
         """
         self._check_open()
+        restart = []
         for resident in self._residents.values():
-            if resident.started and not resident.ready:
+            if resident.started and (resident.bound_to_view or not resident.ready):
                 resident.stop()  # a server that served nothing is simply started again
+                if resident.bound_to_view:
+                    restart.append(resident)
         layer = f"{self._mnt}/layer-{os.urandom(6).hex()}"
         proc = subprocess.run([*self._enter(), "sh", "-c", _RENEW_SCRIPT, "deepgym-renew", self._mnt, layer,
                                self._lower, self._layer or "", *self._tmp_mount_points()],
@@ -492,6 +497,8 @@ class NamespaceSandbox(HostViewSandbox):
             left = self._leftovers()
         if left:
             raise SandboxError(f"grading view not clean: {len(left)} process(es) outlived the last run")
+        for resident in restart:  # after the check: a server still starting counts as a leftover
+            resident.start()
 
     def _leftovers(self) -> list[int]:
         return [pid for resident in self._residents.values() for pid in resident.leftovers()]

@@ -1,10 +1,12 @@
 """Grading views kept between grading runs, so process-reward grading can use a warm test server.
 
 Every grading run needs a fresh view of the pristine tree. Opening a new sandbox for
-each gives that, but also a new interpreter for every test run. A :class:`ViewPool` keeps the
-sandboxes it lends, and before lending one again *renews* it: a fresh copy-on-write layer over the
-same holder, ``/tmp`` emptied, nothing left running (the warm server kills whatever a run leaves).
-The sandbox's warm server survives the renewal, so the next grading run skips start-up.
+each gives that, but also a new sandbox holder and a cold interpreter for every test run. A
+:class:`ViewPool` keeps the sandboxes it lends, and before lending one again *renews* it: a fresh
+copy-on-write layer over the same holder, ``/tmp`` emptied, nothing left running (the warm server
+kills whatever a run leaves). The renewal starts the sandbox's warm server again over the new
+layer (its Landlock rules name the mount it started on), so it imports pytest while the next
+grading applies its patch.
 
 Views are never an agent's sandbox: the agent's commands cannot reach a pooled view or its server.
 Backends that cannot renew in place (docker, local) get a new sandbox each time, as before.

@@ -50,6 +50,7 @@ class ForkServer:
     python: tuple[str, ...] = ("python",)
     start_timeout = 60.0
     ahead = False
+    bound_to_view = False
 
     def __init__(self, sandbox: Sandbox, env: dict[str, str]) -> None:
         # A server cleans up by signalling its whole PID namespace: only a backend that gives every

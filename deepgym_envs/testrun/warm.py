@@ -45,6 +45,11 @@ class WarmRunner(ForkServer):
 
     script = SERVER
     start_timeout = START_TIMEOUT
+    # Its first stage's Landlock rules allow writing under each top-level folder *as mounted when
+    # it started*: a pooled view's renewal mounts a new workspace, where every run of this server
+    # would be refused writing (a test writing in the repository failed, the seal could not blank
+    # the hidden tests: pylint-7080). The renewal restarts it instead.
+    bound_to_view = True
 
     @property
     def python(self) -> tuple[str, ...]:  # type: ignore[override]
