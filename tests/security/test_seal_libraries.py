@@ -621,3 +621,17 @@ def test_an_installed_function_that_asks_gc_only_for_a_yes_or_no_keeps_working(t
                                  lib / "pandas/core/generic.py": HEAP_READER, work / "pkg/__init__.py": HEAP_PROJECT,
                                  work / "tests/test_it.py": HEAP_TESTS}, lib=True)
     assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
+
+
+def test_a_hidden_test_file_that_cannot_be_blanked_ends_the_run(tmp_path):
+    """A renewed grading view's warm server once could not overwrite the hidden tests (its Landlock
+    rules held the old workspace mount), said "could not seal" and went on with them readable: now
+    nothing of the repository runs."""
+    import deepgym_envs.testrun
+
+    lockdown = Path(deepgym_envs.testrun.__file__).parent / "in_sandbox" / "deepgym_lockdown.py"
+    namespace = {"__name__": "deepgym_lockdown"}
+    exec(compile(lockdown.read_text(), str(lockdown), "exec"), namespace)
+    missing = str(tmp_path / "gone" / "test_it.py")  # neither writable nor creatable
+    with pytest.raises(namespace["NotSealed"], match="could not seal"):
+        namespace["_blank"]({missing: (None, None, 3)})

@@ -304,8 +304,14 @@ def _read_sealed(paths, compiled):
 _PLACEHOLDER_LINE = b"pass  # sealed while graded\n"
 
 
+class NotSealed(RuntimeError):
+    """A hidden test file could not be blanked: nothing is graded (the project could read it)."""
+
+
 def _blank(store):
-    """Overwrite each sealed file with placeholder lines, as many as it had."""
+    """Overwrite each sealed file with placeholder lines, as many as it had; a file that cannot be
+    overwritten ends the run before anything of the repository runs (a warm server whose Landlock
+    rules held an older workspace mount once went on with the tests readable)."""
     for path in list(store):
         text = _PLACEHOLDER_LINE * min(store[path][2] + 1, _PLACEHOLDER_LIMIT)
         try:
@@ -317,8 +323,10 @@ def _blank(store):
                 os.unlink(path)
                 with open(path, "wb") as fh:
                     fh.write(text)
-            except OSError:
-                os.write(2, f"deepgym: could not seal {path}\n".encode())
+            except OSError as exc:
+                message = f"deepgym: could not seal {path} ({exc}); nothing is graded"
+                os.write(2, (message + "\n").encode())
+                raise NotSealed(message) from None
 
 
 def _purge_raw_modules(holders):
