@@ -503,14 +503,31 @@ def test_logging_with_a_helper_the_tests_replaced(caplog, monkeypatch):
 """
 
 
+#: An installed package that patches the standard library at import (IPython's linecache.checkcache,
+#: typing_extensions' typing._collect_type_vars, which Django 4.2's environment imports): a function
+#: of its own under the name it replaces, which the project's import sets off.
+PATCHER = """import linecache
+
+_original = linecache.checkcache
+
+
+def checkcache(filename=None):
+    return _original(filename)
+
+
+linecache.checkcache = checkcache
+"""
+
+
 def test_honest_use_of_the_readers_is_not_refused(tmp_path):
     import logging
 
     if not hasattr(logging, "_is_internal_frame"):
         pytest.skip("this Python's logging has no _is_internal_frame")
-    work = tmp_path / "work"
-    out = _sealed_run(tmp_path, {work / "pkg/__init__.py": HONEST_READERS,
-                                 work / "tests/test_it.py": HONEST_READER_TESTS})
+    lib, work = tmp_path / "lib", tmp_path / "work"
+    out = _sealed_run(tmp_path, {lib / "patcher/__init__.py": PATCHER,
+                                 work / "pkg/__init__.py": "import patcher  # noqa: F401\n" + HONEST_READERS,
+                                 work / "tests/test_it.py": HONEST_READER_TESTS}, lib=True)
     assert out.returncode == 0 and "2 passed" in out.stdout, (out.stdout[-3000:], out.stderr[-2000:])
     assert "refused" not in out.stderr, out.stderr[-2000:]
 

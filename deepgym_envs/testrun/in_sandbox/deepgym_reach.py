@@ -11,8 +11,9 @@ the project can rebind any of them in place, so that the helper the reader hands
 project's. So a reader is allowed only while everything it reaches by name is intact:
 
 * a binding the seal found (it walks the standard library's readers before any code of the
-  repository runs) must hold the very object it held then, or a function of the tests' own (a test
-  monkeypatching ``os.path.exists``: the tests may see frames);
+  repository runs) must hold the very object it held then, a function of the tests' own (a test
+  monkeypatching ``os.path.exists``: the tests may see frames), or an installed function of that
+  name (``typing_extensions`` replaces ``typing._collect_type_vars`` when it is imported);
 * a binding found later (an installed package imported since, a name the seal's walk did not reach)
   must hold installed code under its own name: a function the installation loaded, in its module's
   namespace, a module, a class, or C code of a module;
@@ -108,13 +109,20 @@ def checker(genuine, genuine_scope, by_tests):
             if owner is not None and type(owner) is module and not genuine_scope(vars(owner)):
                 return False
             return in_class or value.__name__ == name
-        if isinstance(value, type):
-            return value.__name__ == name or (in_class and not _settable(value))
+        if isinstance(value, type):  # under another name only if none of its methods is the project's
+            return value.__name__ == name or (in_class and not _settable(value)) or installed_class(value)
         if kind in _DATA or not (_settable(kind) or callable(value)):
             return True  # data, or a C descriptor (a slot, ``__dict__``): nothing of the project's runs
         if not _settable(kind) and in_class:
             return True  # a C method of the class's (``object.__init__``)
         return not callable(value) and installed_class(kind)
+
+    def sealed_module(value):
+        """Whether ``value`` (a function, module or class) belongs to a module loaded before the seal.
+        What came later is reached only through a binding installed code replaced (typing_extensions
+        patching typing), judged there: the standard library's readers hand it no frame."""
+        scope = _scope_of(value)
+        return scope is not None and id(scope) in modules and modules[id(scope)][0] is scope
 
     def at_seal(holder, name):
         """What ``holder.name`` held when the seal was made (``_ABSENT`` if nothing), or ``None``
@@ -133,6 +141,9 @@ def checker(genuine, genuine_scope, by_tests):
             return None if fits(name, value, in_class) else f"{_where(holder)}.{name} is not installed code"
         if before is value or (type(value) is function and by_tests(value.__code__)):
             return None
+        inner = value.__func__ if type(value) in (staticmethod, classmethod) else value
+        if type(inner) is function and installed_function(inner) and inner.__name__ == name:
+            return None  # installed code patching the standard library: typing_extensions' _collect_type_vars
         if type(holder) is dict and not callable(before) and not callable(value) \
                 and (type(value) in _DATA or installed_class(type(value))):
             return None  # a module's data swapped for data: sys.stderr under pytest's capture
@@ -153,7 +164,9 @@ def checker(genuine, genuine_scope, by_tests):
                     return why
                 seen.add((id(holder), name))
                 found.append((holder, name, value))
-            if type(value) in _DATA or _text_only(value):
+            if type(value) in (staticmethod, classmethod, method):
+                value = value.__func__
+            if type(value) in _DATA or _text_only(value) or (modules and not sealed_module(value)):
                 return None
             if type(value) is module:  # the attributes this code names (``os.path.normcase``): per code
                 if (id(value), id(names)) in seen:
@@ -163,8 +176,6 @@ def checker(genuine, genuine_scope, by_tests):
             if id(value) in seen or not deep:
                 return None
             seen.add(id(value))
-            if type(value) in (staticmethod, classmethod, method):
-                value = value.__func__
             kind = type(value)
             if kind is property:
                 todo.extend((part.__code__, part.__globals__) for part in (value.fget, value.fset, value.fdel)
@@ -256,15 +267,29 @@ def _settable(kind):
     return bool(flags & _HEAPTYPE) and not flags & _IMMUTABLE
 
 
+def _module_name(value):
+    if isinstance(value, type):
+        return value.__module__
+    if type(value) is types.ModuleType:
+        return value.__name__
+    scope = getattr(value, "__globals__", None)
+    return scope.get("__name__") if type(scope) is dict else None
+
+
+def _scope_of(value):
+    """The globals of the module ``value`` (a function, module or class) belongs to, or None."""
+    if type(value) is types.ModuleType:
+        return vars(value)
+    scope = getattr(value, "__globals__", None)
+    if type(scope) is dict:
+        return scope
+    module = sys.modules.get(_module_name(value)) if isinstance(_module_name(value), str) else None
+    return vars(module) if type(module) is types.ModuleType else None
+
+
 def _text_only(value):
     """Whether ``value`` (a function, module or class) belongs to a module of ``_TEXT_ONLY``."""
-    if isinstance(value, type):
-        name = value.__module__
-    elif type(value) is types.ModuleType:
-        name = value.__name__
-    else:
-        scope = getattr(value, "__globals__", None)
-        name = scope.get("__name__") if type(scope) is dict else None
+    name = _module_name(value)
     if not isinstance(name, str):
         return False
     return name in _TEXT_ONLY or name.partition(".")[0] in _TEXT_ONLY
