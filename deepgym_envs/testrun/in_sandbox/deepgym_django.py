@@ -98,6 +98,27 @@ def pytest_configure(config):
         config.args[:] = [a for a in config.args if a not in drop]
 
 
+class _ctypes_stand_in:
+    """While Django's test runner is imported: a ``ctypes`` with only ``c_int``, for the parallel
+    runner's counter (``multiprocessing.Value`` takes the type code ``"i"`` as well; deepgym runs
+    one process). ``django/test/runner.py`` (4.x) imports ctypes at its top, which the seal refuses
+    to everyone (raw memory); the stand-in has none, and is gone from ``sys.modules`` afterwards:
+    a later import gets the real module, or the refusal."""
+
+    def __enter__(self):
+        import types
+
+        self.placed = None
+        if "ctypes" not in sys.modules:
+            self.placed = types.ModuleType("ctypes", "deepgym's stand-in while Django's test runner is imported")
+            self.placed.c_int = "i"
+            sys.modules["ctypes"] = self.placed
+
+    def __exit__(self, *exc):
+        if self.placed is not None and sys.modules.get("ctypes") is self.placed:
+            del sys.modules["ctypes"]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
     config = session.config
@@ -108,7 +129,8 @@ def pytest_sessionstart(session):
     os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
     import importlib
 
-    runtests = importlib.import_module("runtests")  # as a module: its command line does not run
+    with _ctypes_stand_in():  # runtests imports django.test.runner
+        runtests = importlib.import_module("runtests")  # as a module: its command line does not run
     labels = runtests_labels(config.args, cwd, tests)
     setup = getattr(runtests, "setup_run_tests", None) or runtests.setup
     state = _call(setup, verbosity=1, test_labels=labels, parallel=1, start_at=None, start_after=None)
