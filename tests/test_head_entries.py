@@ -115,7 +115,7 @@ rm 'odd/sp ace.txt' && printf 'tab\n' > "$(printf 'odd/tab\tname')" && printf 'n
 printf 'x\n' > "$(printf 'caf\351.txt')"  # not UTF-8
 mkdir -p data/deep/er/new/deeper && printf 'deep\n' > data/deep/er/new/deeper/file.txt
 touch src/keep.py
-#HEADCASE
+printf 'HEAD\n' > HEAD
 : > empty.txt
 """
 
@@ -142,7 +142,7 @@ def test_every_kind_of_change_diffs_to_the_same_bytes(changed_box, monkeypatch):
     for marker in ("rename from old_name.py", "rename to moved/edited.py", "GIT binary patch",
                    "deleted file mode", "new file mode 120000", "dir2file/sub/b.txt", "file2dir/x.txt",
                    "ignored/tracked.log", "a/bc/new.txt", "pkg/b.py", "odd/:(top)junk", "odd/*", "caf",
-                   "bin/new.bin", "data/deep/er/new/deeper/file.txt"):
+                   "bin/new.bin", "data/deep/er/new/deeper/file.txt", "diff --git a/HEAD b/HEAD"):
         assert marker in diff, marker
     assert "ignored/new.log" in names and "ignored/new.log" not in diff  # grading sees every file
     assert "build/out.o" in names and "src/keep.py" not in names

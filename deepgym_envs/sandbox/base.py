@@ -634,11 +634,12 @@ def _workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: li
             run_git(base + ["--literal-pathspecs", "add", "-A", *force, "--ignore-errors",
                             "--pathspec-from-file=-", "--pathspec-file-nul"],
                     input="".join(f"{path}\0" for path in changed), check=False, **kw)
+        # '--' after the tree: a file the agent named 'HEAD' would make git refuse it as ambiguous.
         if names_only:
-            return run_git(base + ["diff", "--cached", "--name-only", "--no-renames", "-z", against], **kw)
+            return run_git(base + ["diff", "--cached", "--name-only", "--no-renames", "-z", against, "--"], **kw)
         if bounds is not None and bounds.max_bytes:
             kw["limit"] = 2 * bounds.max_bytes  # deletions write nothing, yet their lines are the diff's
-        return run_git(base + ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", against], **kw)
+        return run_git(base + ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", against, "--"], **kw)
 
 
 def _stage_head(base: list[str], kw: dict) -> str:
