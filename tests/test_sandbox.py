@@ -118,6 +118,12 @@ def test_diff_ignores_changes_to_the_agents_git_directory(sb):
     assert "src/calc/extra.py" in sb.diff()  # committing inside the sandbox does not hide the change
 
 
+def test_a_file_named_head_is_part_of_the_change_not_an_ambiguous_revision(sb):
+    sb.write_file("HEAD", b"x\n")
+    assert "diff --git a/HEAD b/HEAD" in sb.diff()
+    assert sb.changed_files() == ["HEAD"]
+
+
 def test_reset_restores_pristine(sb):
     sb.write_file("src/calc/ops.py", b"broken")
     sb.write_file("new.txt", b"x")

@@ -25,6 +25,7 @@ from deepgym_envs.defaults import REPORT_BYTES
 from deepgym_envs.errors import ChangeTooLarge, GitError, SandboxError, ToolError
 from deepgym_envs.gitrepo import OutputLimit, run_git
 from deepgym_envs.sandbox import identity
+from deepgym_envs.sandbox.head_entries import stage_head_entries
 
 #: Where the repository appears inside every sandbox (SWE-bench images use the same path).
 WORKDIR = "/testbed"
@@ -616,12 +617,13 @@ def _workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: li
         kw = {"env": {"GIT_INDEX_FILE": index, "GIT_OBJECT_DIRECTORY": objects, "GIT_LITERAL_PATHSPECS": "1",
                       "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(git_dir, "objects")},
               "wrap": wrap or ()}
-        run_git(base + ["read-tree", "HEAD"], **kw)
+        whole = changed is None or len(changed) > _PATHSPECS_MAX
+        against = _stage_head(base, kw) if whole else stage_head_entries(base, changed, kw)
         if bounds is not None:
             bounds.check(lambda paths: _ignored(base, paths, kw))
             kw["timeout"] = bounds.seconds
         force = ["-f"] if names_only else []
-        if changed is None or len(changed) > _PATHSPECS_MAX:
+        if whole:
             # --ignore-errors, unchecked: a name git will not stage ('.git ', an empty embedded
             # repository) is left out of the change, as below, never a failure of the harness.
             run_git(base + ["add", "-A", *force, "--ignore-errors", "--", "."], check=False, **kw)
@@ -632,11 +634,20 @@ def _workspace_diff(git_dir: str, root: str, changed: list[str] | None, wrap: li
             run_git(base + ["--literal-pathspecs", "add", "-A", *force, "--ignore-errors",
                             "--pathspec-from-file=-", "--pathspec-file-nul"],
                     input="".join(f"{path}\0" for path in changed), check=False, **kw)
+        # '--' after the tree: a file the agent named 'HEAD' would make git refuse it as ambiguous.
         if names_only:
-            return run_git(base + ["diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD"], **kw)
+            return run_git(base + ["diff", "--cached", "--name-only", "--no-renames", "-z", against, "--"], **kw)
         if bounds is not None and bounds.max_bytes:
             kw["limit"] = 2 * bounds.max_bytes  # deletions write nothing, yet their lines are the diff's
-        return run_git(base + ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "HEAD"], **kw)
+        return run_git(base + ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", against, "--"], **kw)
+
+
+def _stage_head(base: list[str], kw: dict) -> str:
+    """Fill the index of ``kw`` with all of HEAD, for a change whose paths are not known (or too
+    many to name: see :data:`_PATHSPECS_MAX`); the tree-ish to diff it against. Time in proportion
+    to the repository; with the paths known, :func:`stage_head_entries` takes time of the change."""
+    run_git(base + ["read-tree", "HEAD"], **kw)
+    return "HEAD"
 
 
 def _ignored(base: list[str], paths: list[str], kw: dict) -> set[str]:
