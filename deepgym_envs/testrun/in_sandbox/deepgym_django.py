@@ -32,9 +32,11 @@ whose set-up (the installed apps per label, runtests' settings, ``available_apps
 ``runtests.py``; calling that function is what keeps the run faithful to every Django version.
 """
 
+import contextlib
 import inspect
 import os
 import sys
+import types
 
 import pytest
 
@@ -98,24 +100,22 @@ def pytest_configure(config):
         config.args[:] = [a for a in config.args if a not in drop]
 
 
-class _ctypes_stand_in:
+@contextlib.contextmanager
+def _ctypes_stand_in():
     """While Django's test runner is imported: a ``ctypes`` with only ``c_int``, for the parallel
     runner's counter (``multiprocessing.Value`` takes the type code ``"i"`` as well; deepgym runs
     one process). ``django/test/runner.py`` (4.x) imports ctypes at its top, which the seal refuses
     to everyone (raw memory); the stand-in has none, and is gone from ``sys.modules`` afterwards:
     a later import gets the real module, or the refusal."""
-
-    def __enter__(self):
-        import types
-
-        self.placed = None
-        if "ctypes" not in sys.modules:
-            self.placed = types.ModuleType("ctypes", "deepgym's stand-in while Django's test runner is imported")
-            self.placed.c_int = "i"
-            sys.modules["ctypes"] = self.placed
-
-    def __exit__(self, *exc):
-        if self.placed is not None and sys.modules.get("ctypes") is self.placed:
+    placed = None
+    if "ctypes" not in sys.modules:
+        placed = sys.modules["ctypes"] = types.ModuleType("ctypes", "deepgym's stand-in while Django's test "
+                                                                    "runner is imported")
+        placed.c_int = "i"
+    try:
+        yield
+    finally:
+        if placed is not None and sys.modules.get("ctypes") is placed:
             del sys.modules["ctypes"]
 
 

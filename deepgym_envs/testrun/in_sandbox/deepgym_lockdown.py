@@ -426,7 +426,8 @@ def seal(workspace, support, test_files, compiled, allow=(), holders=(), not_tes
     kind, at, by_name, register = _classifier(workspace, support, _all_codes(
         [c for entry in store.values() for c in entry[:2] if c is not None]), frozenset(store), installed)
     vet, by_import = _vetting(workspace, not_tests, rewrite, kind, at)
-    record, intact = _load(support, "deepgym_reach.py")["checker"](*installed[:2], lambda code: kind(code) == TESTS)
+    record, intact = _load(support, "deepgym_reach.py")["checker"](*installed[:2], lambda code: kind(code) == TESTS,
+                                                                   _all_codes)
     record(consumers)  # what the readers reach, as installed: nothing of the repository has run yet
     state = _make_hook((kind, at, by_name), consumers, store, frozenset(allow), (vet, register, by_import, installed[2]),
                        workspace, intact)
@@ -757,6 +758,10 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace, intact):
         return True
 
     def refuse(what, capability, exc=Refused, advice=""):
+        raise exc(say(what, capability, advice))
+
+    def say(what, capability, advice=""):
+        """Write (and return) the line that says ``what`` is refused, naming the frame that decided."""
         where, decided[0] = decided[0], None
         why, broken[0] = broken[0], None
         place = f", asked from {where.f_code.co_filename}:{where.f_lineno}" if where is not None else ""
@@ -768,7 +773,7 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace, intact):
             write(2, (message + "\n").encode())
         except OSError:
             pass
-        raise exc(message)
+        return message
 
     def by_project(frame, capability, allowed=frozenset()):
         return capability not in allow and asker(frame, allowed) == PROJECT
@@ -903,14 +908,7 @@ def _make_hook(classify, consumers, store, allow, vetting, workspace, intact):
             told.add(path)  # another file of that name, or said already: not looked at again
         elif asker(frame) == PROJECT:
             told.update((path, real))
-            where = decided[0]
-            place = f", asked from {where.f_code.co_filename}:{where.f_lineno}" if where is not None else ""
-            decided[0] = None
-            try:
-                write(2, (f"deepgym: the source of {real} (a hidden test file) is refused to the code under test "
-                          f"during grading (capability 'source'{place}): it reads as blank lines\n").encode())
-            except OSError:
-                pass
+            say(f"the source of {real} (a hidden test file)", "source", "it reads as blank lines")
 
     handoff = state  # filled by _route_imports
     vet, register, by_import, adopt = vetting

@@ -45,20 +45,20 @@ _TEXT_ONLY = frozenset({"re", "sre_compile", "sre_parse", "sre_constants", "enum
                         "collections.abc"})
 
 
-def checker(genuine, genuine_scope, by_tests):
+def checker(genuine, genuine_scope, by_tests, all_codes):
     """``(record, intact)``.
 
     ``record(roots)``: walk ``roots`` (code -> the globals it runs in) as the seal finds them and
     take every binding reached as the installation's. ``intact(code, scope)``: ``None`` while what
     ``code`` (running in ``scope``) reaches is intact, else a sentence naming what is not.
     ``genuine(code)`` / ``genuine_scope(globals)``: the installation's code and module namespaces;
-    ``by_tests(code)``: the hidden tests' own code.
+    ``by_tests(code)``: the hidden tests' own code; ``all_codes(codes)``: those and every code nested in them.
 
     A binding is ``(holder, name, value)``: ``holder`` a module's globals (or builtins) or a class,
     whose attributes are read from its own ``__dict__`` each time."""
     function, method, module = types.FunctionType, types.MethodType, types.ModuleType
     c_function = types.BuiltinFunctionType
-    code_type, builtin_scope = types.CodeType, vars(builtins)
+    builtin_scope = vars(builtins)
     class_dict = type.__dict__["__dict__"].__get__
     modules = {}  # id(globals) -> (globals, a copy) of every module loaded when the seal was made
     reached = {}  # (id(holder), name) -> (holder, value): the other holders the readers reach (classes, the
@@ -72,12 +72,7 @@ def checker(genuine, genuine_scope, by_tests):
     def names_of(code):
         found = names_cache.get(id(code))
         if found is None or found[0] is not code:
-            names, todo = set(), [code]
-            while todo:
-                c = todo.pop()
-                names.update(c.co_names)
-                todo.extend(k for k in c.co_consts if type(k) is code_type)
-            found = names_cache[id(code)] = (code, frozenset(names))
+            found = names_cache[id(code)] = (code, frozenset(n for c in all_codes([code]) for n in c.co_names))
         return found[1]
 
     def installed_function(fn):
@@ -283,7 +278,8 @@ def _scope_of(value):
     scope = getattr(value, "__globals__", None)
     if type(scope) is dict:
         return scope
-    module = sys.modules.get(_module_name(value)) if isinstance(_module_name(value), str) else None
+    name = _module_name(value)
+    module = sys.modules.get(name) if isinstance(name, str) else None
     return vars(module) if type(module) is types.ModuleType else None
 
 
